@@ -1,0 +1,112 @@
+#include "base/dtype.h"
+
+#include <cmath>
+
+namespace mmx {
+
+size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::kF32: return 4;
+    case DType::kF16: return 2;
+    case DType::kBF16: return 2;
+    case DType::kF8E4M3: return 1;
+    case DType::kI32: return 4;
+    case DType::kI64: return 8;
+    case DType::kU8: return 1;
+  }
+  return 0;
+}
+
+std::string_view dtype_name(DType t) {
+  switch (t) {
+    case DType::kF32: return "F32";
+    case DType::kF16: return "F16";
+    case DType::kBF16: return "BF16";
+    case DType::kF8E4M3: return "F8_E4M3";
+    case DType::kI32: return "I32";
+    case DType::kI64: return "I64";
+    case DType::kU8: return "U8";
+  }
+  return "?";
+}
+
+bool dtype_from_name(std::string_view s, DType* out) {
+  static const struct { std::string_view name; DType t; } kNames[] = {
+      {"F32", DType::kF32},       {"F16", DType::kF16}, {"BF16", DType::kBF16},
+      {"F8_E4M3", DType::kF8E4M3}, {"I32", DType::kI32}, {"I64", DType::kI64},
+      {"U8", DType::kU8},
+  };
+  for (const auto& n : kNames) {
+    if (n.name == s) {
+      *out = n.t;
+      return true;
+    }
+  }
+  return false;
+}
+
+float f16_to_f32(uint16_t h) {
+  const uint32_t sign = (h >> 15) & 1, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
+  float v;
+  if (exp == 0) v = std::ldexp(float(man), -24);
+  else if (exp == 31) v = man ? NAN : INFINITY;
+  else v = std::ldexp(float(man | 0x400), int(exp) - 25);
+  return sign ? -v : v;
+}
+
+uint16_t f32_to_f16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  const uint16_t sign = uint16_t((u >> 16) & 0x8000);
+  const float a = std::fabs(f);
+  if (std::isnan(f)) return sign | 0x7e00;
+  if (a >= 65520.0f) return sign | 0x7c00;  // rounds to inf
+  if (a < std::ldexp(1.0f, -14)) {           // subnormal: multiples of 2^-24
+    const float q = std::nearbyint(a * std::ldexp(1.0f, 24));  // default mode: ties-to-even
+    return sign | uint16_t(q);
+  }
+  int e;
+  std::frexp(a, &e);  // a = m * 2^e, m in [0.5, 1)
+  const float q = std::nearbyint(std::ldexp(a, 11 - e));  // 11 significant bits, [1024, 2048]
+  uint32_t m = uint32_t(q);
+  int exp = e - 1 + 15;
+  if (m == 2048) {
+    m = 1024;
+    ++exp;
+  }
+  if (exp >= 31) return sign | 0x7c00;
+  return sign | uint16_t(exp << 10) | uint16_t(m & 0x3ff);
+}
+
+float f8e4m3_to_f32(uint8_t b) {
+  const uint32_t sign = b >> 7, exp = (b >> 3) & 0xf, man = b & 7;
+  float v;
+  if (exp == 15 && man == 7) v = NAN;
+  else if (exp == 0) v = std::ldexp(float(man), -9);
+  else v = std::ldexp(float(man | 8), int(exp) - 10);
+  return sign ? -v : v;
+}
+
+uint8_t f32_to_f8e4m3(float f) {
+  const uint8_t sign = std::signbit(f) ? 0x80 : 0;
+  if (std::isnan(f)) return 0x7f;
+  float a = std::fabs(f);
+  if (a >= 448.0f) return sign | 0x7e;  // saturate (e4m3fn has no inf)
+  if (a < std::ldexp(1.0f, -6)) {        // subnormal: multiples of 2^-9
+    const float q = std::nearbyint(a * 512.0f);
+    return sign | uint8_t(q);  // q == 8 is the smallest normal, encoded the same way
+  }
+  int e;
+  std::frexp(a, &e);
+  const float q = std::nearbyint(std::ldexp(a, 4 - e));  // 4 significant bits, [8, 16]
+  uint32_t m = uint32_t(q);
+  int exp = e - 1 + 7;
+  if (m == 16) {
+    m = 8;
+    ++exp;
+  }
+  if (exp > 15 || (exp == 15 && (m & 7) == 7)) return sign | 0x7e;
+  return sign | uint8_t(exp << 3) | uint8_t(m & 7);
+}
+
+}  // namespace mmx

@@ -1,0 +1,41 @@
+// Storage dtypes and scalar conversions (bf16, fp16, fp8 e4m3fn <-> fp32).
+// Compute is fp32 on the CPU; these types only describe how weights and caches are stored.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string_view>
+
+namespace mmx {
+
+enum class DType : uint8_t { kF32, kF16, kBF16, kF8E4M3, kI32, kI64, kU8 };
+
+size_t dtype_size(DType t);               // bytes per element
+std::string_view dtype_name(DType t);     // "F32", "BF16", ... (safetensors spelling)
+bool dtype_from_name(std::string_view s, DType* out);  // false on an unknown name
+
+inline float bf16_to_f32(uint16_t h) {
+  uint32_t u = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// Round-to-nearest-even; NaN stays NaN.
+inline uint16_t f32_to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return uint16_t(u >> 16);
+}
+
+float f16_to_f32(uint16_t h);
+uint16_t f32_to_f16(float f);  // round-to-nearest-even, saturates to inf
+
+// float8_e4m3fn: 1 sign, 4 exponent (bias 7), 3 mantissa; no inf; 0x7f/0xff are NaN; max 448.
+float f8e4m3_to_f32(uint8_t b);
+uint8_t f32_to_f8e4m3(float f);  // round-to-nearest-even, saturates to +-448
+
+}  // namespace mmx

@@ -1,0 +1,120 @@
+// The op interface: one declaration per op, grouped by family prefix.
+//
+// Model code calls mmx::ops::<op>; the backend is chosen in here, never by the model.
+// mmx::ops::ref::<op> has the same signature: a naive implementation with fp64 accumulation,
+// written for obviousness. It is THE test oracle (tests/ops/*) and is never called by models.
+//
+// Conventions for every op:
+//   * activations are F32, contiguous, row-major, shapes outermost first;
+//   * outputs are preallocated by the caller with the documented shape (ops never allocate
+//     tensors the caller sees) and may not alias inputs unless the op says "in place";
+//   * shape/dtype mismatches are programming errors -> MMX_CHECK.
+#pragma once
+
+#include <cstdint>
+
+#include "tensor/tensor.h"
+
+namespace mmx::ops {
+
+// A linear layer's weight, y = x · Wᵀ, as stored in the checkpoint.
+//   w:     [n_out, n_in] in F32, F16, BF16 or F8E4M3.
+//   scale: F8E4M3 only — [ceil(n_out/block_out), ceil(n_in/block_in)] F32, the checkpoint's
+//          `weight_scale_inv`, which MULTIPLIES: W[o,i] = fp8(w[o,i]) · scale[o/block_out, i/block_in]
+//          (spec §4.2). Empty for other dtypes.
+struct Linear {
+  Tensor w;      // [n_out, n_in]
+  Tensor scale;  // [ceil(n_out/block_out), ceil(n_in/block_in)] F32, or empty
+  int block_out = 128;
+  int block_in = 128;
+
+  int64_t n_out() const { return w.dim(0); }
+  int64_t n_in() const { return w.dim(1); }
+};
+
+// Threads used by the fast CPU ops (OpenMP). 0 = all cores.
+void set_n_threads(int n);
+int n_threads();
+
+// ---- matmul ----
+// y = x · Wᵀ.  x: [n, n_in] F32; y: [n, n_out] F32. n == 1 is the decode GEMV.
+void matmul(const Tensor& x, const Linear& w, Tensor& y);
+
+// Dequantize rows [row0, row0 + out.dim(0)) of w into out: [n_rows, n_in] F32.
+void linear_dequant_rows(const Linear& w, int64_t row0, Tensor& out);
+
+// ---- elementwise / norms ----
+// y[t,:] = x[t,:] / sqrt(mean(x[t,:]^2) + eps) * weight.  x, y: [n, d] F32; weight: [d] F32.
+// Statistics in fp32 (fast) / fp64 (ref). y may alias x.
+void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& y);
+
+// x += y, elementwise. x, y: same shape, F32.
+void add(Tensor& x, const Tensor& y);
+
+// out = silu(gate) * up, silu(g) = g / (1 + exp(-g)).  gate, up, out: [n, f] F32.
+void glu_silu(const Tensor& gate, const Tensor& up, Tensor& out);
+
+// ---- rope ----
+// Partial NeoX ("rotate_half") RoPE, in place on the first rotary_dim channels of every head;
+// channels rotary_dim..head_dim-1 pass through (spec §2).
+//   x: [n, n_heads, head_dim] F32; positions: [n] I32 absolute positions.
+//   For i < rotary_dim/2, f_i = theta^(-2i/rotary_dim), a = p·f_i:
+//     y[i] = x[i]cos a - x[i+r/2] sin a;  y[i+r/2] = x[i+r/2] cos a + x[i] sin a.
+//   Angles are computed in double precision (see docs/numerics.md).
+void rope_neox(Tensor& x, const Tensor& positions, int rotary_dim, double theta);
+
+// ---- attention ----
+// Causal GQA softmax attention of n_q queries against a contiguous KV cache.
+//   q:   [n_q, n_heads, head_dim] F32
+//   k,v: [n_kv, n_kv_heads, head_dim] F32 — cache rows 0..n_kv-1 = absolute positions
+//   out: [n_q, n_heads, head_dim] F32
+// Query i is at absolute position pos0 + i and sees keys j <= pos0 + i (needs pos0 + n_q <= n_kv).
+// Query head h reads KV head h / (n_heads / n_kv_heads). Softmax in fp32 (fp64 in ref).
+// Prefill is n_q = n_kv, pos0 = 0; decode is n_q = 1, pos0 = n_kv - 1; chunked prefill in between.
+void attention_softmax(const Tensor& q, const Tensor& k, const Tensor& v, int64_t pos0,
+                       float scale, Tensor& out);
+
+// ---- moe ----
+// Sigmoid router with a selection-only bias (MiniMax-M2 / M3, spec §4.4):
+//   p = sigmoid(logits); sel = top-k of (p + bias), ties -> lower expert id first;
+//   weights[e] = p[e] / sum_{sel} p  (unbiased, renormalised), in descending biased-score order.
+//   logits: [n, n_experts] F32; bias: [n_experts] F32 or empty;
+//   ids: [n, k] I32; weights: [n, k] F32.
+void moe_route_sigmoid(const Tensor& logits, const Tensor& bias, int k, Tensor& ids,
+                       Tensor& weights);
+
+// ---- rows ----
+// dst[i,:] = src[row_ids[i], :].  src: [n, d] F32; row_ids: [m] I32; dst: [m, d] F32.
+void rows_gather(const Tensor& src, const Tensor& row_ids, Tensor& dst);
+// dst[row_ids[i], :] += scale[i] * src[i, :], for i in order (deterministic).
+//   src: [m, d] F32; row_ids: [m] I32; scale: [m] F32; dst: [n, d] F32.
+void rows_scatter_add(const Tensor& src, const Tensor& row_ids, const Tensor& scale, Tensor& dst);
+
+// ---- embedding ----
+// out[t,:] = table[ids[t], :] converted to F32. table: [vocab, d] F32/F16/BF16; ids: [n] I32
+// (caller validates range); out: [n, d] F32.
+void embedding(const Tensor& table, const Tensor& ids, Tensor& out);
+
+// ---- conversion ----
+// out = float(x) elementwise. x: any float dtype (F8E4M3 without scales); out: same numel, F32.
+void to_f32(const Tensor& x, Tensor& out);
+
+}  // namespace mmx::ops
+
+namespace mmx::ops::ref {
+// Same contracts as above; fp64 accumulation; obviously correct, slow.
+void matmul(const Tensor& x, const Linear& w, Tensor& y);
+void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& y);
+void add(Tensor& x, const Tensor& y);
+void glu_silu(const Tensor& gate, const Tensor& up, Tensor& out);
+void rope_neox(Tensor& x, const Tensor& positions, int rotary_dim, double theta);
+void attention_softmax(const Tensor& q, const Tensor& k, const Tensor& v, int64_t pos0,
+                       float scale, Tensor& out);
+void moe_route_sigmoid(const Tensor& logits, const Tensor& bias, int k, Tensor& ids,
+                       Tensor& weights);
+void rows_gather(const Tensor& src, const Tensor& row_ids, Tensor& dst);
+void rows_scatter_add(const Tensor& src, const Tensor& row_ids, const Tensor& scale, Tensor& dst);
+void embedding(const Tensor& table, const Tensor& ids, Tensor& out);
+// Element (o, i) of W as fp64 (dequantized with the block scale for F8E4M3).
+double linear_at(const Linear& w, int64_t o, int64_t i);
+}  // namespace mmx::ops::ref

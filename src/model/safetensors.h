@@ -8,11 +8,25 @@
 // well-formed, known dtype string, shape entries non-negative and product not overflowing,
 // end - begin == numel * dtype_size, offsets inside the data section, no overlaps); a violation
 // throws mmx::Error naming the file and the tensor. Nothing is ever read out of bounds.
+//
+// Dtypes: the spec's other dtypes (BOOL, I8, F64, F8_E5M2, ...) are accepted on open and listed in
+// names(), with dtype_supported == false; only tensor() on them throws. A dtype string that is in
+// no spec is an error at open. Tensors may leave gaps between them (the reference writer does
+// not); zero-size tensors take no bytes and may sit anywhere in the data section.
+//
+// Sharded checkpoints: the index's weight_map is authoritative. Every shard it names is opened
+// once and must really hold the tensors mapped to it; shard names must be plain file names in
+// the index's directory (no '/', '\', "." or ".."). Tensors a shard holds but the weight_map does
+// not mention are not exposed.
+//
+// Not here: HF-name mapping, dtype conversion, copying to device (model/weights does that).
+// A file truncated by another process *after* open can still SIGBUS; we map, we do not copy.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -27,6 +41,8 @@ struct TensorInfo {
   uint64_t offset = 0;  // absolute byte offset in the file
   uint64_t size_bytes = 0;
   int file_index = 0;   // which shard
+  std::string dtype_str;        // as spelled in the file: "BF16", or e.g. "BOOL"
+  bool dtype_supported = true;  // false: `dtype` is meaningless and tensor() throws
 };
 
 class SafetensorsFile;  // one mmapped file
@@ -34,8 +50,9 @@ class SafetensorsFile;  // one mmapped file
 // A checkpoint's tensors across one or more shard files.
 class TensorStore {
  public:
-  // dir: a directory holding model.safetensors or model.safetensors.index.json (+ shards),
-  // or a path to a single .safetensors file.
+  // path: a directory holding model.safetensors.index.json (+ shards) or model.safetensors,
+  // a path to a single .safetensors file, or a path to a *.index.json file.
+  // Throws mmx::Error naming the file (and tensor) on anything malformed.
   static TensorStore open(const std::string& path);
   ~TensorStore();
   TensorStore(TensorStore&&) noexcept;
@@ -43,11 +60,18 @@ class TensorStore {
 
   bool has(const std::string& name) const;
   const TensorInfo& info(const std::string& name) const;  // throws mmx::Error if missing
-  // A view into the mapped file (read-only memory; do not write through it).
+  // A view into the mapped file (read-only memory; do not write through it). Throws mmx::Error
+  // if the tensor is missing, has an unsupported dtype, or has more than kMaxDims dims.
+  // The view is only valid while this TensorStore lives. It is aligned only as well as the file
+  // laid it out (the reference writer keeps offsets aligned; hand-made files may not).
   Tensor tensor(const std::string& name) const;
   std::vector<std::string> names() const;  // sorted
-  const std::string& file_of(const std::string& name) const;
-  uint64_t total_bytes() const;
+  const std::string& file_of(const std::string& name) const;  // path of the shard holding it
+  uint64_t total_bytes() const;  // sum of size_bytes over names()
+  // "__metadata__" of the file; for shards, the union of theirs (first shard wins on a clash).
+  const std::map<std::string, std::string>& metadata() const;
+  // The whole mapping of shard file_index (0 <= file_index < number of shards); for tools/tests.
+  std::span<const uint8_t> mapped_file(int file_index) const;
 
  private:
   TensorStore();
@@ -56,12 +80,17 @@ class TensorStore {
 };
 
 // Writes one safetensors file. Tensors are written in the order added; data is copied.
+// The header is padded with spaces so the data section starts at a multiple of 8 bytes, as the
+// reference implementation does; tensor offsets are contiguous in the order added.
 class SafetensorsWriter {
  public:
+  // Throws mmx::Error on a duplicate or reserved ("__metadata__") name, a negative shape entry,
+  // or size_bytes != numel * dtype_size(dtype).
   void add(const std::string& name, DType dtype, std::vector<int64_t> shape, const void* data,
            size_t size_bytes);
   void set_metadata(const std::string& key, const std::string& value);
-  void write(const std::string& path) const;  // throws mmx::Error on I/O failure
+  // Writes path + ".tmp", then renames it over path. Throws mmx::Error on I/O failure.
+  void write(const std::string& path) const;
 
  private:
   struct Entry {

@@ -1,0 +1,149 @@
+// Argument validation for every op (see check.h). Shapes are checked against ops.h exactly;
+// index tensors (row ids, token ids) are range-checked too, since an out-of-range id would
+// otherwise be a silent out-of-bounds read or write.
+#include "ops/check.h"
+
+#include <initializer_list>
+
+namespace mmx::ops::check {
+
+namespace {
+
+void expect(const Tensor& t, DType dtype, std::initializer_list<int64_t> shape, const char* op,
+            const char* name) {
+  bool ok = t.data != nullptr || t.numel() == 0;
+  ok = ok && t.dtype == dtype && t.ndim == int(shape.size());
+  int i = 0;
+  for (int64_t d : shape) ok = ok && t.shape[i++] == d;
+  MMX_CHECK(ok, "{}: {} is {} {}, expected {} with {} dims", op, name, dtype_name(t.dtype),
+            t.shape_str(), dtype_name(dtype), shape.size());
+}
+
+bool is_float(DType t) {
+  return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16 || t == DType::kF8E4M3;
+}
+
+void ids_in_range(const Tensor& ids, int64_t n, const char* op) {
+  const int32_t* p = ids.ptr<int32_t>();
+  for (int64_t i = 0; i < ids.numel(); ++i)
+    MMX_CHECK(p[i] >= 0 && p[i] < n, "{}: id[{}] = {} outside [0, {})", op, i, p[i], n);
+}
+
+}  // namespace
+
+void linear(const Linear& w) {
+  MMX_CHECK(w.w.ndim == 2 && is_float(w.w.dtype), "Linear: w is {} {}", dtype_name(w.w.dtype),
+            w.w.shape_str());
+  if (w.w.dtype == DType::kF8E4M3) {
+    MMX_CHECK(w.block_out > 0 && w.block_in > 0, "Linear: blocks {}x{}", w.block_out, w.block_in);
+    const int64_t so = (w.n_out() + w.block_out - 1) / w.block_out;
+    const int64_t si = (w.n_in() + w.block_in - 1) / w.block_in;
+    MMX_CHECK(!w.scale.empty(), "Linear: F8E4M3 weight {} without a scale", w.w.shape_str());
+    expect(w.scale, DType::kF32, {so, si}, "Linear", "scale");
+  } else {
+    MMX_CHECK(w.scale.empty(), "Linear: {} weight with a scale", dtype_name(w.w.dtype));
+  }
+}
+
+void matmul(const Tensor& x, const Linear& w, const Tensor& y) {
+  linear(w);
+  expect(x, DType::kF32, {x.dim(0), w.n_in()}, "matmul", "x");
+  expect(y, DType::kF32, {x.dim(0), w.n_out()}, "matmul", "y");
+  MMX_CHECK(x.data != y.data || x.numel() == 0, "matmul: y aliases x");
+}
+
+void linear_dequant_rows(const Linear& w, int64_t row0, const Tensor& out) {
+  linear(w);
+  expect(out, DType::kF32, {out.dim(0), w.n_in()}, "linear_dequant_rows", "out");
+  MMX_CHECK(row0 >= 0 && row0 + out.dim(0) <= w.n_out(), "linear_dequant_rows: rows [{}, {}) of {}",
+            row0, row0 + out.dim(0), w.n_out());
+}
+
+void rms_norm(const Tensor& x, const Tensor& weight, const Tensor& y) {
+  MMX_CHECK(x.ndim >= 1, "rms_norm: x is {}", x.shape_str());
+  expect(weight, DType::kF32, {x.dim(-1)}, "rms_norm", "weight");
+  same_f32(x, y, "rms_norm");
+}
+
+void same_f32(const Tensor& a, const Tensor& b, const char* op) {
+  MMX_CHECK(a.dtype == DType::kF32 && b.dtype == DType::kF32 && a.same_shape(b),
+            "{}: {} {} vs {} {}", op, dtype_name(a.dtype), a.shape_str(), dtype_name(b.dtype),
+            b.shape_str());
+}
+
+void rope_neox(const Tensor& x, const Tensor& positions, int rotary_dim) {
+  MMX_CHECK(x.ndim == 3 && x.dtype == DType::kF32, "rope_neox: x is {}", x.shape_str());
+  expect(positions, DType::kI32, {x.dim(0)}, "rope_neox", "positions");
+  MMX_CHECK(rotary_dim >= 0 && rotary_dim % 2 == 0 && rotary_dim <= x.dim(2),
+            "rope_neox: rotary_dim {} with head_dim {}", rotary_dim, x.dim(2));
+}
+
+void attention_softmax(const Tensor& q, const Tensor& k, const Tensor& v, int64_t pos0,
+                       const Tensor& out) {
+  MMX_CHECK(q.ndim == 3 && k.ndim == 3, "attention_softmax: q {} k {}", q.shape_str(), k.shape_str());
+  const int64_t n_q = q.dim(0), n_heads = q.dim(1), d = q.dim(2), n_kv = k.dim(0), n_kvh = k.dim(1);
+  expect(q, DType::kF32, {n_q, n_heads, d}, "attention_softmax", "q");
+  expect(k, DType::kF32, {n_kv, n_kvh, d}, "attention_softmax", "k");
+  expect(v, DType::kF32, {n_kv, n_kvh, d}, "attention_softmax", "v");
+  expect(out, DType::kF32, {n_q, n_heads, d}, "attention_softmax", "out");
+  MMX_CHECK(n_kvh > 0 && n_heads % n_kvh == 0, "attention_softmax: {} heads, {} kv heads", n_heads,
+            n_kvh);
+  MMX_CHECK(pos0 >= 0 && pos0 + n_q <= n_kv, "attention_softmax: pos0 {} + n_q {} > n_kv {}", pos0,
+            n_q, n_kv);
+  MMX_CHECK(out.data != q.data && out.data != k.data && out.data != v.data,
+            "attention_softmax: out aliases an input");
+}
+
+void moe_route_sigmoid(const Tensor& logits, const Tensor& bias, int k, const Tensor& ids,
+                       const Tensor& weights) {
+  MMX_CHECK(logits.ndim == 2, "moe_route_sigmoid: logits {}", logits.shape_str());
+  const int64_t n = logits.dim(0), n_exp = logits.dim(1);
+  expect(logits, DType::kF32, {n, n_exp}, "moe_route_sigmoid", "logits");
+  if (!bias.empty()) expect(bias, DType::kF32, {n_exp}, "moe_route_sigmoid", "bias");
+  MMX_CHECK(k >= 1 && k <= n_exp, "moe_route_sigmoid: k {} with {} experts", k, n_exp);
+  expect(ids, DType::kI32, {n, k}, "moe_route_sigmoid", "ids");
+  expect(weights, DType::kF32, {n, k}, "moe_route_sigmoid", "weights");
+}
+
+void rows_gather(const Tensor& src, const Tensor& row_ids, const Tensor& dst) {
+  MMX_CHECK(src.ndim == 2 && row_ids.ndim == 1, "rows_gather: src {} ids {}", src.shape_str(),
+            row_ids.shape_str());
+  expect(src, DType::kF32, {src.dim(0), src.dim(1)}, "rows_gather", "src");
+  expect(row_ids, DType::kI32, {row_ids.dim(0)}, "rows_gather", "row_ids");
+  expect(dst, DType::kF32, {row_ids.dim(0), src.dim(1)}, "rows_gather", "dst");
+  MMX_CHECK(dst.data != src.data || dst.numel() == 0, "rows_gather: dst aliases src");
+  ids_in_range(row_ids, src.dim(0), "rows_gather");
+}
+
+void rows_scatter_add(const Tensor& src, const Tensor& row_ids, const Tensor& scale,
+                      const Tensor& dst) {
+  MMX_CHECK(src.ndim == 2 && dst.ndim == 2, "rows_scatter_add: src {} dst {}", src.shape_str(),
+            dst.shape_str());
+  const int64_t m = src.dim(0), d = src.dim(1);
+  expect(src, DType::kF32, {m, d}, "rows_scatter_add", "src");
+  expect(row_ids, DType::kI32, {m}, "rows_scatter_add", "row_ids");
+  expect(scale, DType::kF32, {m}, "rows_scatter_add", "scale");
+  expect(dst, DType::kF32, {dst.dim(0), d}, "rows_scatter_add", "dst");
+  MMX_CHECK(dst.data != src.data || dst.numel() == 0, "rows_scatter_add: dst aliases src");
+  ids_in_range(row_ids, dst.dim(0), "rows_scatter_add");
+}
+
+void embedding(const Tensor& table, const Tensor& ids, const Tensor& out) {
+  MMX_CHECK(table.ndim == 2 && (table.dtype == DType::kF32 || table.dtype == DType::kF16 ||
+                                table.dtype == DType::kBF16),
+            "embedding: table is {} {}", dtype_name(table.dtype), table.shape_str());
+  MMX_CHECK(ids.ndim == 1, "embedding: ids {}", ids.shape_str());
+  expect(ids, DType::kI32, {ids.dim(0)}, "embedding", "ids");
+  expect(out, DType::kF32, {ids.dim(0), table.dim(1)}, "embedding", "out");
+  ids_in_range(ids, table.dim(0), "embedding");
+}
+
+void to_f32(const Tensor& x, const Tensor& out) {
+  MMX_CHECK(is_float(x.dtype), "to_f32: x is {}", dtype_name(x.dtype));
+  MMX_CHECK(out.dtype == DType::kF32 && out.numel() == x.numel(), "to_f32: out {} {} for x {}",
+            dtype_name(out.dtype), out.shape_str(), x.shape_str());
+  MMX_CHECK(out.data != x.data || x.dtype == DType::kF32 || x.numel() == 0,
+            "to_f32: out aliases a narrower x");
+}
+
+}  // namespace mmx::ops::check

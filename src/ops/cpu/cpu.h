@@ -1,0 +1,52 @@
+// Private: the fast CPU implementations behind mmx::ops::* (AVX2/FMA/F16C + OpenMP).
+//
+// src/ops/ops.cpp validates shapes and dtypes, then calls these; they assume valid arguments.
+// Contracts are those of ops.h. Every function here is deterministic and its result does not
+// depend on the thread count: work is split over independent outputs (rows, heads, column
+// blocks), never inside one reduction.
+//
+// Not here: the reference implementations (src/ops/ref), argument checking.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "ops/ops.h"
+
+namespace mmx::ops::cpu {
+
+// ---- threads / scratch (threads.cpp) ----
+// Resolved thread count for OpenMP regions (>= 1).
+int threads();
+// A per-thread, 64-byte aligned float buffer of at least n floats, reused across calls; `slot`
+// (0..kScratchSlots-1) selects one of several independent buffers. Grows, never shrinks.
+inline constexpr int kScratchSlots = 3;
+float* scratch(int slot, size_t n);
+
+// ---- dequant.cpp ----
+// out[0, k1-k0) = W[o, k0..k1) as f32 (block scale applied for F8E4M3).
+void dequant_row_segment(const Linear& w, int64_t o, int64_t k0, int64_t k1, float* out);
+void linear_dequant_rows(const Linear& w, int64_t row0, Tensor& out);  // out: [n_rows, n_in]
+void to_f32(const Tensor& x, Tensor& out);                             // out: same numel, F32
+void embedding(const Tensor& table, const Tensor& ids, Tensor& out);  // out: [n, d]
+
+// ---- matmul: gemv.cpp (small n, streams W once per call) / gemm.cpp (packed, n >= kGemmMinN) ----
+inline constexpr int64_t kGemmMinN = 4;
+void gemv(const Tensor& x, const Linear& w, Tensor& y);  // x: [n, n_in]; y: [n, n_out]
+void gemm(const Tensor& x, const Linear& w, Tensor& y);  // x: [n, n_in]; y: [n, n_out]
+
+// ---- elementwise.cpp ----
+void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& y);
+void add(Tensor& x, const Tensor& y);
+void glu_silu(const Tensor& gate, const Tensor& up, Tensor& out);
+
+// ---- rope.cpp / attention.cpp / moe.cpp / rows.cpp ----
+void rope_neox(Tensor& x, const Tensor& positions, int rotary_dim, double theta);
+void attention_softmax(const Tensor& q, const Tensor& k, const Tensor& v, int64_t pos0,
+                       float scale, Tensor& out);
+void moe_route_sigmoid(const Tensor& logits, const Tensor& bias, int k, Tensor& ids,
+                       Tensor& weights);
+void rows_gather(const Tensor& src, const Tensor& row_ids, Tensor& dst);
+void rows_scatter_add(const Tensor& src, const Tensor& row_ids, const Tensor& scale, Tensor& dst);
+
+}  // namespace mmx::ops::cpu

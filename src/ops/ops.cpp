@@ -1,0 +1,86 @@
+// mmx::ops::* — the public entry points: validate arguments (check.h), pick the implementation,
+// call it. Today the only backend is the CPU one (src/ops/cpu); a CUDA branch would go here,
+// keyed on Tensor::device, never in model code.
+//
+// Not here: set_n_threads / n_threads (cpu/threads.cpp), any arithmetic.
+#include "ops/ops.h"
+
+#include "ops/check.h"
+#include "ops/cpu/cpu.h"
+
+namespace mmx::ops {
+
+void matmul(const Tensor& x, const Linear& w, Tensor& y) {
+  check::matmul(x, w, y);
+  if (y.numel() == 0) return;
+  if (w.n_in() == 0) {
+    for (int64_t i = 0; i < y.numel(); ++i) y.f32()[i] = 0.0f;
+    return;
+  }
+  if (x.dim(0) < cpu::kGemmMinN) cpu::gemv(x, w, y);
+  else cpu::gemm(x, w, y);
+}
+
+void linear_dequant_rows(const Linear& w, int64_t row0, Tensor& out) {
+  check::linear_dequant_rows(w, row0, out);
+  cpu::linear_dequant_rows(w, row0, out);
+}
+
+void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& y) {
+  check::rms_norm(x, weight, y);
+  if (x.numel() == 0) return;
+  cpu::rms_norm(x, weight, eps, y);
+}
+
+void add(Tensor& x, const Tensor& y) {
+  check::same_f32(x, y, "add");
+  cpu::add(x, y);
+}
+
+void glu_silu(const Tensor& gate, const Tensor& up, Tensor& out) {
+  check::same_f32(gate, up, "glu_silu");
+  check::same_f32(gate, out, "glu_silu");
+  cpu::glu_silu(gate, up, out);
+}
+
+void rope_neox(Tensor& x, const Tensor& positions, int rotary_dim, double theta) {
+  check::rope_neox(x, positions, rotary_dim);
+  if (rotary_dim == 0 || x.numel() == 0) return;
+  cpu::rope_neox(x, positions, rotary_dim, theta);
+}
+
+void attention_softmax(const Tensor& q, const Tensor& k, const Tensor& v, int64_t pos0,
+                       float scale, Tensor& out) {
+  check::attention_softmax(q, k, v, pos0, out);
+  if (out.numel() == 0) return;
+  cpu::attention_softmax(q, k, v, pos0, scale, out);
+}
+
+void moe_route_sigmoid(const Tensor& logits, const Tensor& bias, int k, Tensor& ids,
+                       Tensor& weights) {
+  check::moe_route_sigmoid(logits, bias, k, ids, weights);
+  cpu::moe_route_sigmoid(logits, bias, k, ids, weights);
+}
+
+void rows_gather(const Tensor& src, const Tensor& row_ids, Tensor& dst) {
+  check::rows_gather(src, row_ids, dst);
+  cpu::rows_gather(src, row_ids, dst);
+}
+
+void rows_scatter_add(const Tensor& src, const Tensor& row_ids, const Tensor& scale, Tensor& dst) {
+  check::rows_scatter_add(src, row_ids, scale, dst);
+  cpu::rows_scatter_add(src, row_ids, scale, dst);
+}
+
+void embedding(const Tensor& table, const Tensor& ids, Tensor& out) {
+  check::embedding(table, ids, out);
+  cpu::embedding(table, ids, out);
+}
+
+void to_f32(const Tensor& x, Tensor& out) {
+  check::to_f32(x, out);
+  if (out.data == x.data) return;  // F32 in place: nothing to do
+  cpu::to_f32(x, out);
+}
+
+}  // namespace mmx::ops

@@ -1,0 +1,40 @@
+// Reference elementwise and norm ops in fp64: rms_norm, add, glu_silu.
+// Not here: anything vectorized or threaded.
+#include <cmath>
+#include <vector>
+
+#include "ops/check.h"
+#include "ops/ops.h"
+
+namespace mmx::ops::ref {
+
+// y[t, :] = x[t, :] / sqrt(mean(x[t, :]^2) + eps) · weight.  x, y: [n, d]; weight: [d].
+void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& y) {
+  check::rms_norm(x, weight, y);
+  const int64_t d = x.dim(-1), n = x.rows();
+  for (int64_t t = 0; t < n; ++t) {
+    const float* xr = x.f32() + t * d;
+    double ss = 0.0;
+    for (int64_t i = 0; i < d; ++i) ss += double(xr[i]) * double(xr[i]);
+    const double inv = 1.0 / std::sqrt(ss / double(d) + double(eps));
+    for (int64_t i = 0; i < d; ++i)  // element i is read before it is written: y may alias x
+      y.f32()[t * d + i] = float(double(xr[i]) * inv * double(weight.f32()[i]));
+  }
+}
+
+void add(Tensor& x, const Tensor& y) {
+  check::same_f32(x, y, "add");
+  for (int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = float(double(x.f32()[i]) + double(y.f32()[i]));
+}
+
+// out = silu(gate) · up.  gate, up, out: [n, f].
+void glu_silu(const Tensor& gate, const Tensor& up, Tensor& out) {
+  check::same_f32(gate, up, "glu_silu");
+  check::same_f32(gate, out, "glu_silu");
+  for (int64_t i = 0; i < gate.numel(); ++i) {
+    const double g = gate.f32()[i];
+    out.f32()[i] = float(g / (1.0 + std::exp(-g)) * double(up.f32()[i]));
+  }
+}
+
+}  // namespace mmx::ops::ref

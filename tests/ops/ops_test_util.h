@@ -1,0 +1,82 @@
+// Shared helpers for the ops tests: owning Linear weights in every storage dtype, seeded random
+// tensors, exact-equality helpers. Test-only; never linked into the engine.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+
+#include "ops/ops.h"
+#include "testing/allclose.h"
+
+namespace mmx::testing {
+
+// A Linear that owns its storage. Values are O(1) after dequantization:
+//   F32/F16/BF16: normal(0, 1) rounded to the dtype;
+//   F8E4M3: bytes = e4m3(normal(0, 64)) (never a NaN code), scale = uniform(0.5, 1.5) / 64 per block.
+struct OwnedLinear {
+  Buffer w;      // [n_out, n_in]
+  Buffer scale;  // [ceil(n_out/block_out), ceil(n_in/block_in)] F32 (F8E4M3 only)
+  ops::Linear lin;
+};
+
+inline OwnedLinear make_linear(DType dtype, int64_t n_out, int64_t n_in, uint64_t seed,
+                               int block_out = 128, int block_in = 128) {
+  OwnedLinear r;
+  r.w = Buffer(dtype, {n_out, n_in});
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const int64_t n = n_out * n_in;
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = nd(rng);
+    switch (dtype) {
+      case DType::kF32: r.w.t().ptr<float>()[i] = v; break;
+      case DType::kF16: r.w.t().ptr<uint16_t>()[i] = f32_to_f16(v); break;
+      case DType::kBF16: r.w.t().ptr<uint16_t>()[i] = f32_to_bf16(v); break;
+      case DType::kF8E4M3: r.w.t().ptr<uint8_t>()[i] = f32_to_f8e4m3(v * 64.0f); break;
+      default: ADD_FAILURE() << "make_linear: dtype " << dtype_name(dtype);
+    }
+  }
+  r.lin.w = r.w.t();
+  r.lin.block_out = block_out;
+  r.lin.block_in = block_in;
+  if (dtype == DType::kF8E4M3) {
+    const int64_t so = (n_out + block_out - 1) / block_out, si = (n_in + block_in - 1) / block_in;
+    r.scale = Buffer(DType::kF32, {so, si});
+    std::uniform_real_distribution<float> ud(0.5f, 1.5f);
+    for (int64_t i = 0; i < so * si; ++i) r.scale.f32()[i] = ud(rng) / 64.0f;
+    r.lin.scale = r.scale.t();
+  }
+  return r;
+}
+
+inline Buffer i32_tensor(std::initializer_list<int32_t> v) {
+  Buffer b(DType::kI32, {int64_t(v.size())});
+  int64_t i = 0;
+  for (int32_t x : v) b.t().ptr<int32_t>()[i++] = x;
+  return b;
+}
+
+inline Buffer f32_tensor(std::initializer_list<float> v) {
+  Buffer b(DType::kF32, {int64_t(v.size())});
+  int64_t i = 0;
+  for (float x : v) b.f32()[i++] = x;
+  return b;
+}
+
+// A copy of an F32 tensor with the same shape (for in-place ops: run fast and ref on copies).
+inline Buffer copy_of(const Tensor& t) {
+  Buffer b(t.dtype, {t.numel()});
+  std::memcpy(b.t().data, t.data, t.size_bytes());
+  b.t().ndim = t.ndim;
+  b.t().shape = t.shape;
+  return b;
+}
+
+inline bool bitwise_equal(const Tensor& a, const Tensor& b) {
+  return a.size_bytes() == b.size_bytes() && std::memcmp(a.data, b.data, a.size_bytes()) == 0;
+}
+
+}  // namespace mmx::testing

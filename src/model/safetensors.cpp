@@ -108,6 +108,11 @@ json parse_json_strict(const char* begin, const char* end, OnError on_error) {
     }
     return true;
   };
+  // nlohmann stops at a NUL byte as if the input ended, which would silently ignore whatever
+  // follows; a raw NUL is never legal JSON, so refuse it up front.
+  if (std::memchr(begin, '\0', size_t(end - begin)) != nullptr) {
+    on_error("header is not valid JSON: it contains a NUL byte");
+  }
   try {
     return json::parse(begin, end, callback);
   } catch (const json::exception& e) {
@@ -221,7 +226,11 @@ TensorInfo parse_entry(const std::string& file, const std::string& name, const j
       parse_offsets(file, name, required_field(file, name, entry, "data_offsets"));
 
   uint64_t bits;
-  if (__builtin_mul_overflow(numel, uint64_t(spec.bits), &bits) || bits % 8 != 0) {
+  if (__builtin_mul_overflow(numel, uint64_t(spec.bits), &bits)) {
+    tensor_error(file, name, fmt::format("shape {} of {}: size in bytes overflows",
+                                         shape_string(ti.shape), ti.dtype_str));
+  }
+  if (bits % 8 != 0) {  // sub-byte dtypes (F4, F6_*) must fill whole bytes
     tensor_error(file, name, fmt::format("shape {} of {} is not a whole number of bytes",
                                          shape_string(ti.shape), ti.dtype_str));
   }

@@ -10,7 +10,7 @@ For each dtype in (f32, bf16, fp8), with a fixed seed per dtype:
   mmx logits    -m W/DTYPE --ids IDS -o W/DTYPE/mmx.bin         (float32 [n, vocab])
   reference/minimax_m2.py -m W/DTYPE --ids IDS -o W/DTYPE/ref.bin
   -> max|diff| / max|ref| <= 1e-4, plus max abs diff and mean KL(p_ref || p_mmx) reported
-  mmx generate  -m W/DTYPE --ids 5,6,7 -n 32 --temp 0           (32 ids on one stdout line)
+  mmx generate  -m W/DTYPE --ids 5,6,7 -n 32 --temp 0 --ignore-eos          (32 ids on one stdout line)
   reference/minimax_m2.py -m W/DTYPE --ids 5,6,7 --greedy 32    -> must be identical
 
 Exit status: 0 iff every check passed; 1 if a comparison failed or mmx misbehaved (crash,
@@ -174,7 +174,7 @@ def check_dtype(mmx, work, dtype):
         res["why"].append(f"logits: rel {res['rel']:.3e} > {REL_TOL:.0e} (worst position {pos})")
 
     r = run([mmx, "generate", "-m", d, "--ids", GREEDY_PROMPT, "-n", str(GREEDY_N),
-             "--temp", "0"], "mmx generate")
+             "--temp", "0", "--ignore-eos"], "mmx generate")
     mmx_toks = parse_id_line(r.stdout, GREEDY_N, "mmx generate")
     r = run([PY, REF, "-m", d, "--ids", GREEDY_PROMPT, "--greedy", str(GREEDY_N)],
             "reference greedy")
@@ -306,6 +306,7 @@ def fake_mmx(argv):
     c.add_argument("--ids", required=True)
     c.add_argument("-n", type=int, required=True)
     c.add_argument("--temp", type=float, default=1.0)
+    c.add_argument("--ignore-eos", action="store_true")
     args = ap.parse_args(argv)
     if args.cmd == "make-tiny":
         assert args.arch == "minimax_m2"

@@ -1,0 +1,65 @@
+#include "engine/generate.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "base/error.h"
+
+namespace mmx {
+
+namespace {
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+std::vector<int32_t> generate(Model& model, const std::vector<int32_t>& prompt, int n_new,
+                              Sampler& sampler, const std::vector<int64_t>& stop_ids,
+                              const std::function<bool(int32_t)>& on_token, GenerateStats* stats) {
+  const ModelConfig& c = model.config();
+  if (prompt.empty()) fail("the prompt is empty: give at least one token");
+  if (n_new < 0) fail("number of tokens to generate must be >= 0");
+  const int64_t capacity = int64_t(prompt.size()) + n_new;
+  if (capacity > c.max_position)
+    fail("prompt ({}) + new tokens ({}) exceed the model context of {} positions", prompt.size(),
+         n_new, c.max_position);
+  KvCache kv = model.make_cache(capacity);
+  std::vector<int32_t> tokens(prompt);
+  std::vector<int32_t> positions(prompt.size());
+  for (size_t i = 0; i < positions.size(); ++i) positions[i] = int32_t(i);
+  Buffer logits(DType::kF32, {1, c.vocab_size});  // [1, vocab]
+
+  ForwardBatch b;
+  b.tokens = Tensor(tokens.data(), DType::kI32, {int64_t(tokens.size())});
+  b.positions = Tensor(positions.data(), DType::kI32, {int64_t(positions.size())});
+  b.pos0 = 0;
+  double t0 = now_s();
+  model.forward(b, kv, logits.t());
+  const double t1 = now_s();
+  if (stats) {
+    stats->n_prompt = int64_t(prompt.size());
+    stats->prefill_s = t1 - t0;
+  }
+  std::vector<int32_t> out;
+  int32_t tok = 0, pos = 0;
+  b.tokens = Tensor(&tok, DType::kI32, {1});
+  b.positions = Tensor(&pos, DType::kI32, {1});
+  t0 = now_s();
+  for (int i = 0; i < n_new; ++i) {
+    tok = sampler.sample(logits.f32(), c.vocab_size);
+    out.push_back(tok);
+    if (on_token && !on_token(tok)) break;
+    if (std::find(stop_ids.begin(), stop_ids.end(), tok) != stop_ids.end()) break;
+    if (i + 1 == n_new) break;
+    pos = int32_t(kv.n_past());
+    b.pos0 = kv.n_past();
+    model.forward(b, kv, logits.t());
+  }
+  if (stats) {
+    stats->n_generated = int64_t(out.size());
+    stats->decode_s = now_s() - t0;
+  }
+  return out;
+}
+
+}  // namespace mmx

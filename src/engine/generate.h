@@ -1,0 +1,26 @@
+// A single-sequence generation loop: prefill the prompt, then decode one token at a time.
+// The continuous-batching engine (serving issue) replaces this for many sequences; the CLI,
+// benchmarks and consistency tests use it for one.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "engine/sampler.h"
+#include "model/model.h"
+
+namespace mmx {
+
+struct GenerateStats {
+  int64_t n_prompt = 0, n_generated = 0;
+  double prefill_s = 0, decode_s = 0;
+};
+
+// Generates up to n_new tokens after `prompt`. on_token(id) is called per token; returning
+// false stops early. Stops after an id in stop_ids (included in the output).
+// Throws mmx::Error for invalid ids or when prompt + n_new exceeds the model's context.
+std::vector<int32_t> generate(Model& model, const std::vector<int32_t>& prompt, int n_new,
+                              Sampler& sampler, const std::vector<int64_t>& stop_ids,
+                              const std::function<bool(int32_t)>& on_token, GenerateStats* stats);
+
+}  // namespace mmx

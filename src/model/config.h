@@ -1,0 +1,78 @@
+// ModelConfig: the Hugging Face config.json, parsed and normalized ONCE at load (DESIGN rule 6).
+//
+// After parse_config() nothing downstream reads JSON or compares architecture strings: the
+// forward pass sees only these fields. Unsupported values with a real effect on the math are
+// refused here with a message that says what is wrong; keys known to have no effect on
+// inference are accepted silently; unknown keys are listed as warnings (they may matter).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/dtype.h"
+
+namespace mmx {
+
+enum class Family : uint8_t { kMiniMaxM2 };
+enum class LayerKind : uint8_t { kSoftmax };
+enum class RouterKind : uint8_t { kSigmoidBias };
+
+struct Fp8Quant {
+  bool enabled = false;
+  int block_out = 128;  // quantization_config.weight_block_size[0]
+  int block_in = 128;   // quantization_config.weight_block_size[1]
+};
+
+struct ModelConfig {
+  std::string architecture;  // HF architectures[0], e.g. "MiniMaxM2ForCausalLM"
+  Family family = Family::kMiniMaxM2;
+
+  int64_t vocab_size = 0;
+  int64_t d_model = 0;        // hidden_size
+  int n_layers = 0;           // num_hidden_layers
+  int n_heads = 0;            // num_attention_heads
+  int n_kv_heads = 0;         // num_key_value_heads
+  int head_dim = 0;
+  int rotary_dim = 0;         // channels rotated per head (partial NeoX RoPE)
+  double rope_theta = 0;
+  int64_t max_position = 0;   // max_position_embeddings
+  float norm_eps = 1e-6f;     // rms_norm_eps
+
+  // attention
+  bool use_qk_norm = true;    // RMSNorm over the whole q / k projection (qk_norm_type "per_layer")
+  std::vector<LayerKind> layer_kinds;  // [n_layers]
+
+  // MoE
+  int64_t ffn_dim = 0;        // intermediate_size, per expert
+  int n_experts = 0;          // num_local_experts
+  int n_experts_active = 0;   // num_experts_per_tok
+  RouterKind router = RouterKind::kSigmoidBias;
+  bool use_routing_bias = true;
+  float routed_scaling_factor = 1.0f;
+
+  bool tie_word_embeddings = false;
+  Fp8Quant fp8;
+  std::vector<std::string> fp8_skip_modules;  // quantization_config.modules_to_not_convert
+
+  int64_t bos_token_id = -1;
+  std::vector<int64_t> eos_token_ids;
+
+  // MTP keys are declared by the released M2 configs but no weights ship (spec §4.6).
+  int n_mtp_modules = 0;
+
+  std::vector<std::string> warnings;  // unknown keys etc., printed by the CLI
+
+  int64_t q_dim() const { return int64_t(n_heads) * head_dim; }
+  int64_t kv_dim() const { return int64_t(n_kv_heads) * head_dim; }
+};
+
+// Parses config.json text. `where` names the file in error messages. Throws mmx::Error.
+ModelConfig parse_config(const std::string& json_text, const std::string& where);
+// Reads DIR/config.json.
+ModelConfig load_config(const std::string& dir);
+
+// Human-readable summary (mmx inspect).
+std::string config_summary(const ModelConfig& c);
+
+}  // namespace mmx

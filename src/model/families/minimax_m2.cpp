@@ -1,0 +1,92 @@
+// MiniMax-M2 family (M2, M2.1, M2.5, M2.7): pre-norm decoder, GQA softmax attention with
+// whole-projection QK-norm and partial NeoX RoPE, sigmoid-routed MoE (spec §4.4):
+//   x  = embed(tokens)
+//   per layer: h = x + Attn(RMSNorm_in(x));  x = h + MoE(RMSNorm_post(h))
+//   logits = lm_head(RMSNorm_final(x))
+// This file composes layers and ops; it holds no kernels and no per-device branches.
+#include <cstring>
+
+#include "model/families/registry.h"
+#include "model/layers/attention_softmax.h"
+#include "model/layers/moe.h"
+#include "model/trace.h"
+#include "ops/ops.h"
+
+namespace mmx {
+
+namespace {
+
+enum Slot { kX = 0, kH, kBranch, kLast };
+
+class MiniMaxM2 final : public Model {
+ public:
+  MiniMaxM2(ModelConfig cfg, ModelWeights w) : cfg_(std::move(cfg)), w_(std::move(w)) {
+    attn_.n_heads = cfg_.n_heads;
+    attn_.n_kv_heads = cfg_.n_kv_heads;
+    attn_.head_dim = cfg_.head_dim;
+    attn_.rotary_dim = cfg_.rotary_dim;
+    attn_.rope_theta = cfg_.rope_theta;
+    attn_.norm_eps = cfg_.norm_eps;
+    attn_.use_qk_norm = cfg_.use_qk_norm;
+    moe_.n_experts = cfg_.n_experts;
+    moe_.n_experts_active = cfg_.n_experts_active;
+    moe_.ffn_dim = cfg_.ffn_dim;
+    moe_.routed_scaling_factor = cfg_.routed_scaling_factor;
+  }
+
+  const ModelConfig& config() const override { return cfg_; }
+
+  void forward(const ForwardBatch& batch, KvCache& kv, Tensor& logits) override {
+    const int64_t n = batch.n_tokens(), d = cfg_.d_model;
+    validate_token_ids(batch.tokens, cfg_.vocab_size);
+    if (batch.pos0 != kv.n_past())
+      fail("batch starts at position {} but the cache holds {} tokens", batch.pos0, kv.n_past());
+    if (batch.pos0 + n > kv.capacity())
+      fail("context full: {} + {} tokens exceed the cache capacity {}", batch.pos0, n, kv.capacity());
+    MMX_CHECK(logits.dim(0) == batch.n_logit_rows() && logits.dim(1) == cfg_.vocab_size,
+              "logits {}", logits.shape_str());
+
+    Tensor x = s_.f32(kX, {n, d});       // [n, d_model] residual stream
+    Tensor h = s_.f32(kH, {n, d});       // [n, d_model] normed branch input
+    Tensor br = s_.f32(kBranch, {n, d}); // [n, d_model] branch output
+    ops::embedding(w_.embed, batch.tokens, x);
+    trace(x, "embed");
+    for (int il = 0; il < cfg_.n_layers; ++il) {
+      const LayerWeights& lw = w_.layers[il];
+      ops::rms_norm(x, lw.attn_norm, cfg_.norm_eps, h);
+      trace(h, "attn_norm", il);
+      layers::attention_softmax(h, lw.attn, attn_, batch, kv, il, s_, br);
+      trace(br, "attn_out", il);
+      ops::add(x, br);
+      ops::rms_norm(x, lw.ffn_norm, cfg_.norm_eps, h);
+      trace(h, "ffn_norm", il);
+      layers::moe(h, lw.moe, moe_, il, s_, br);
+      trace(br, "moe_out", il);
+      ops::add(x, br);
+      trace(x, "layer_out", il);
+    }
+    kv.set_n_past(batch.pos0 + n);
+
+    Tensor rows = batch.all_logits ? x : x.rows_range(n - 1, n);  // [n_logit_rows, d_model]
+    Tensor hn = s_.f32(kLast, {rows.dim(0), d});
+    ops::rms_norm(rows, w_.final_norm, cfg_.norm_eps, hn);
+    trace(hn, "final_norm");
+    ops::matmul(hn, w_.lm_head, logits);
+    trace(logits, "logits");
+  }
+
+ private:
+  ModelConfig cfg_;
+  ModelWeights w_;
+  layers::AttentionParams attn_;
+  layers::MoeParams moe_;
+  Scratch s_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> make_minimax_m2(ModelConfig cfg, ModelWeights weights) {
+  return std::make_unique<MiniMaxM2>(std::move(cfg), std::move(weights));
+}
+
+}  // namespace mmx

@@ -1,0 +1,53 @@
+#include "model/layers/attention_softmax.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "model/trace.h"
+#include "ops/ops.h"
+
+namespace mmx::layers {
+
+namespace {
+enum Slot { kQ = 100, kK, kV, kAttn };
+}
+
+void attention_softmax(const Tensor& h, const AttentionWeights& w, const AttentionParams& p,
+                       const ForwardBatch& batch, KvCache& kv, int il, Scratch& s, Tensor& out) {
+  const int64_t n = h.dim(0);
+  const int64_t qd = int64_t(p.n_heads) * p.head_dim, kvd = int64_t(p.n_kv_heads) * p.head_dim;
+  MMX_CHECK(batch.pos0 + n <= kv.capacity(), "KV cache full: {} + {} > {}", batch.pos0, n, kv.capacity());
+
+  Tensor q = s.f32(kQ, {n, qd});   // [n, n_heads * head_dim]
+  Tensor k = s.f32(kK, {n, kvd});  // [n, n_kv_heads * head_dim]
+  Tensor v = s.f32(kV, {n, kvd});
+  ops::matmul(h, w.q, q);
+  ops::matmul(h, w.k, k);
+  ops::matmul(h, w.v, v);
+  if (p.use_qk_norm) {  // spec §4.4: one statistic per token across all heads
+    ops::rms_norm(q, w.q_norm, p.norm_eps, q);
+    ops::rms_norm(k, w.k_norm, p.norm_eps, k);
+  }
+  Tensor qh = q.reshape({n, p.n_heads, p.head_dim});
+  Tensor kh = k.reshape({n, p.n_kv_heads, p.head_dim});
+  ops::rope_neox(qh, batch.positions, p.rotary_dim, p.rope_theta);
+  ops::rope_neox(kh, batch.positions, p.rotary_dim, p.rope_theta);
+  trace(q, "q", il);
+  trace(k, "k", il);
+  trace(v, "v", il);
+
+  // Append the new K/V rows at positions pos0..pos0+n-1.
+  const size_t row_bytes = size_t(kvd) * sizeof(float);
+  std::memcpy(kv.k(il).f32() + batch.pos0 * kvd, k.data, n * row_bytes);
+  std::memcpy(kv.v(il).f32() + batch.pos0 * kvd, v.data, n * row_bytes);
+  const int64_t n_kv = batch.pos0 + n;
+  const Tensor kc = kv.k(il).rows_range(0, n_kv);  // [n_kv, n_kv_heads, head_dim]
+  const Tensor vc = kv.v(il).rows_range(0, n_kv);
+
+  Tensor attn = s.f32(kAttn, {n, p.n_heads, p.head_dim});
+  ops::attention_softmax(qh, kc, vc, batch.pos0, float(1.0 / std::sqrt(double(p.head_dim))), attn);
+  trace(attn, "attn_heads", il);
+  ops::matmul(attn.reshape({n, qd}), w.o, out);
+}
+
+}  // namespace mmx::layers

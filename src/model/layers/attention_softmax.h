@@ -1,0 +1,25 @@
+// Softmax GQA attention layer: projections, optional whole-projection QK-norm, partial NeoX
+// RoPE, KV-cache write, causal attention, output projection. No kernels here — ops:: only.
+#pragma once
+
+#include "memory/kv_cache.h"
+#include "model/forward_batch.h"
+#include "model/weights.h"
+#include "tensor/scratch.h"
+
+namespace mmx::layers {
+
+struct AttentionParams {
+  int n_heads = 0, n_kv_heads = 0, head_dim = 0, rotary_dim = 0;
+  double rope_theta = 0;
+  float norm_eps = 0;
+  bool use_qk_norm = false;  // RMSNorm over the whole q [q_dim] and k [kv_dim] projections
+};
+
+// h:   [n_tokens, d_model] normed layer input
+// out: [n_tokens, d_model]
+// Writes K/V of the new tokens into kv rows [batch.pos0, batch.pos0 + n_tokens).
+void attention_softmax(const Tensor& h, const AttentionWeights& w, const AttentionParams& p,
+                       const ForwardBatch& batch, KvCache& kv, int il, Scratch& scratch, Tensor& out);
+
+}  // namespace mmx::layers

@@ -1,0 +1,68 @@
+#include "model/layers/moe.h"
+
+#include <cstring>
+#include <vector>
+
+#include "model/trace.h"
+#include "ops/ops.h"
+
+namespace mmx::layers {
+
+namespace {
+enum Slot { kLogits = 200, kIds, kWeights, kRows, kScale, kXe, kGate, kUp, kAct, kYe };
+}
+
+void moe(const Tensor& x, const MoeWeights& w, const MoeParams& p, int il, Scratch& s, Tensor& out) {
+  const int64_t n = x.dim(0), d = x.dim(1), f = p.ffn_dim;
+  const int k = p.n_experts_active;
+
+  Tensor logits = s.f32(kLogits, {n, p.n_experts});  // [n, n_experts]
+  ops::matmul(x, w.gate, logits);
+  Tensor ids = s.i32(kIds, {n, k});                 // [n, k] expert ids
+  Tensor weights = s.f32(kWeights, {n, k});         // [n, k] renormalised unbiased probabilities
+  ops::moe_route_sigmoid(logits, w.bias, k, ids, weights);
+  trace(logits, "router_logits", il);
+  trace(weights, "router_weights", il);
+
+  // Bucket (token, weight) pairs by expert; ascending expert id, then token order.
+  std::vector<int> count(p.n_experts + 1, 0);
+  const int32_t* idp = ids.ptr<int32_t>();
+  for (int64_t i = 0; i < n * k; ++i) {
+    MMX_CHECK(idp[i] >= 0 && idp[i] < p.n_experts, "router id {}", idp[i]);
+    ++count[idp[i] + 1];
+  }
+  for (int e = 0; e < p.n_experts; ++e) count[e + 1] += count[e];
+  Tensor rows = s.i32(kRows, {n * k});     // [n*k] token index per slot, grouped by expert
+  Tensor scale = s.f32(kScale, {n * k});   // [n*k] routing weight per slot
+  {
+    std::vector<int> fill(count.begin(), count.end() - 1);
+    const float* wp = weights.f32();
+    for (int64_t t = 0; t < n; ++t)
+      for (int j = 0; j < k; ++j) {
+        const int e = idp[t * k + j];
+        rows.ptr<int32_t>()[fill[e]] = int32_t(t);
+        scale.f32()[fill[e]] = wp[t * k + j] * p.routed_scaling_factor;
+        ++fill[e];
+      }
+  }
+
+  std::memset(out.data, 0, out.size_bytes());
+  for (int e = 0; e < p.n_experts; ++e) {
+    const int64_t b = count[e], m = count[e + 1] - count[e];
+    if (m == 0) continue;
+    const ExpertWeights& ew = w.experts[e];
+    const Tensor rows_e = rows.rows_range(b, b + m);
+    const Tensor scale_e = scale.rows_range(b, b + m);
+    Tensor xe = s.f32(kXe, {m, d});  // [m, d_model] gathered inputs
+    Tensor g = s.f32(kGate, {m, f}), u = s.f32(kUp, {m, f}), a = s.f32(kAct, {m, f});
+    Tensor ye = s.f32(kYe, {m, d});  // [m, d_model]
+    ops::rows_gather(x, rows_e, xe);
+    ops::matmul(xe, ew.w1, g);
+    ops::matmul(xe, ew.w3, u);
+    ops::glu_silu(g, u, a);
+    ops::matmul(a, ew.w2, ye);
+    ops::rows_scatter_add(ye, rows_e, scale_e, out);
+  }
+}
+
+}  // namespace mmx::layers

@@ -1,0 +1,22 @@
+// Routed mixture of experts with a sigmoid router and selection-only bias (MiniMax-M2):
+// router matmul (F32 weights) -> ops::moe_route_sigmoid -> per-expert batched SiLU-GLU FFN ->
+// weighted scatter-add. Tokens are grouped by expert so each expert's weights stream once per
+// forward, whatever the number of tokens routed to it.
+#pragma once
+
+#include "model/weights.h"
+#include "tensor/scratch.h"
+
+namespace mmx::layers {
+
+struct MoeParams {
+  int n_experts = 0, n_experts_active = 0;
+  int64_t ffn_dim = 0;
+  float routed_scaling_factor = 1.0f;
+};
+
+// x: [n_tokens, d_model] normed input; out: [n_tokens, d_model] (overwritten).
+void moe(const Tensor& x, const MoeWeights& w, const MoeParams& p, int il, Scratch& scratch,
+         Tensor& out);
+
+}  // namespace mmx::layers

@@ -1,0 +1,39 @@
+// Model: a loaded checkpoint that turns a ForwardBatch into logits.
+//
+// One implementation per model family (families/*.cpp), chosen by the registry from the HF
+// architectures[0] string. The model owns its weights and scratch; per-sequence state lives in
+// the KvCache the caller passes in.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "memory/kv_cache.h"
+#include "model/config.h"
+#include "model/forward_batch.h"
+
+namespace mmx {
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual const ModelConfig& config() const = 0;
+
+  // Runs the new tokens of `batch` (positions kv.n_past() ...), appends their K/V to `kv`
+  // and advances kv.n_past(). logits: [batch.n_logit_rows(), vocab_size] F32.
+  // Throws mmx::Error for invalid token ids or a full cache (nothing is modified then).
+  virtual void forward(const ForwardBatch& batch, KvCache& kv, Tensor& logits) = 0;
+
+  KvCache make_cache(int64_t capacity) const {
+    const ModelConfig& c = config();
+    return KvCache(c.n_layers, capacity, c.n_kv_heads, c.head_dim);
+  }
+};
+
+// Loads DIR (config.json + safetensors). progress(done, total) may be null.
+std::unique_ptr<Model> load_model(const std::string& dir, void (*progress)(int, int) = nullptr);
+
+// Throws mmx::Error unless every id is in [0, vocab_size).
+void validate_token_ids(const Tensor& tokens, int64_t vocab_size);
+
+}  // namespace mmx

@@ -1,0 +1,177 @@
+// Seeded tiny MiniMax-M2 checkpoints: config.json + model.safetensors in the HF layout.
+#include "model/tiny.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <vector>
+
+#include "base/error.h"
+#include "model/safetensors.h"
+#include "model/tiny_tokenizer.h"
+
+namespace mmx {
+
+namespace {
+
+using json = nlohmann::json;
+
+struct Gen {
+  std::mt19937_64 rng;
+  std::vector<float> normal(int64_t n, float mean, float stddev) {
+    std::normal_distribution<float> d(mean, stddev);
+    std::vector<float> v(n);
+    for (auto& x : v) x = d(rng);
+    return v;
+  }
+};
+
+// Adds a tensor in storage dtype `dt` ("f32" | "bf16"); fp8 goes through add_fp8.
+void add_float(SafetensorsWriter& w, const std::string& name, std::vector<int64_t> shape,
+               const std::vector<float>& v, const std::string& dt) {
+  if (dt == "f32") {
+    w.add(name, DType::kF32, std::move(shape), v.data(), v.size() * 4);
+    return;
+  }
+  std::vector<uint16_t> h(v.size());
+  for (size_t i = 0; i < v.size(); ++i) h[i] = f32_to_bf16(v[i]);
+  w.add(name, DType::kBF16, std::move(shape), h.data(), h.size() * 2);
+}
+
+// FP8 E4M3 with [ceil(rows/b), ceil(cols/b)] F32 multipliers stored as `<name>_scale_inv`.
+void add_fp8(SafetensorsWriter& w, const std::string& name, int64_t rows, int64_t cols,
+             const std::vector<float>& v, int b) {
+  const int64_t sr = (rows + b - 1) / b, sc = (cols + b - 1) / b;
+  std::vector<float> scale(sr * sc, 1.0f);
+  for (int64_t br = 0; br < sr; ++br)
+    for (int64_t bc = 0; bc < sc; ++bc) {
+      float amax = 0;
+      for (int64_t r = br * b; r < std::min(rows, (br + 1) * b); ++r)
+        for (int64_t c = bc * b; c < std::min(cols, (bc + 1) * b); ++c)
+          amax = std::max(amax, std::fabs(v[r * cols + c]));
+      scale[br * sc + bc] = amax > 0 ? amax / 448.0f : 1.0f;
+    }
+  std::vector<uint8_t> q(v.size());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      q[r * cols + c] = f32_to_f8e4m3(v[r * cols + c] / scale[(r / b) * sc + c / b]);
+  w.add(name, DType::kF8E4M3, {rows, cols}, q.data(), q.size());
+  w.add(name + "_scale_inv", DType::kF32, {sr, sc}, scale.data(), scale.size() * 4);
+}
+
+void write_text(const std::filesystem::path& p, const std::string& s) {
+  std::ofstream f(p);
+  if (!f) fail("cannot write {}", p.string());
+  f << s;
+  if (!f) fail("error writing {}", p.string());
+}
+
+}  // namespace
+
+void write_tiny_checkpoint(const TinyOptions& o) {
+  if (o.arch != "minimax_m2") fail("make-tiny: unknown --arch \"{}\" (supported: minimax_m2)", o.arch);
+  if (o.dtype != "f32" && o.dtype != "bf16" && o.dtype != "fp8")
+    fail("make-tiny: unknown --dtype \"{}\" (supported: f32, bf16, fp8)", o.dtype);
+  if (o.fp8_block <= 0) fail("make-tiny: --fp8-block must be positive");
+  if (o.vocab_size < 300) fail("make-tiny: vocab_size must be >= 300 (256 bytes + specials + merges)");
+  const TinyTokenizer tok = build_tiny_tokenizer(o.vocab_size);
+
+  const int64_t d = o.d_model, qd = int64_t(o.n_heads) * o.head_dim,
+                kvd = int64_t(o.n_kv_heads) * o.head_dim, f = o.ffn_dim, V = o.vocab_size;
+  const bool fp8 = o.dtype == "fp8";
+  const std::string dense = fp8 ? "bf16" : o.dtype;  // dtype of unquantized tensors
+  Gen g{std::mt19937_64(o.seed)};
+  SafetensorsWriter w;
+  w.set_metadata("format", "pt");
+  auto linear = [&](const std::string& name, int64_t rows, int64_t cols) {
+    const auto v = g.normal(rows * cols, 0.0f, 1.0f / std::sqrt(float(cols)));
+    if (fp8) add_fp8(w, name, rows, cols, v, o.fp8_block);
+    else add_float(w, name, {rows, cols}, v, dense);
+  };
+  auto gain = [&](const std::string& name, int64_t n) {
+    add_float(w, name, {n}, g.normal(n, 1.0f, 0.1f), dense);
+  };
+
+  add_float(w, "model.embed_tokens.weight", {V, d}, g.normal(V * d, 0.0f, 1.0f), dense);
+  for (int il = 0; il < o.n_layers; ++il) {
+    const std::string p = fmt::format("model.layers.{}.", il);
+    gain(p + "input_layernorm.weight", d);
+    gain(p + "post_attention_layernorm.weight", d);
+    linear(p + "self_attn.q_proj.weight", qd, d);
+    linear(p + "self_attn.k_proj.weight", kvd, d);
+    linear(p + "self_attn.v_proj.weight", kvd, d);
+    linear(p + "self_attn.o_proj.weight", d, qd);
+    gain(p + "self_attn.q_norm.weight", qd);
+    gain(p + "self_attn.k_norm.weight", kvd);
+    const std::string mp = p + "block_sparse_moe.";
+    // The router stays F32 and the bias F32 in every variant, as in the real checkpoint.
+    const auto gate = g.normal(int64_t(o.n_experts) * d, 0.0f, 1.0f / std::sqrt(float(d)));
+    w.add(mp + "gate.weight", DType::kF32, {o.n_experts, d}, gate.data(), gate.size() * 4);
+    const auto bias = g.normal(o.n_experts, 0.0f, 0.1f);
+    w.add(mp + "e_score_correction_bias", DType::kF32, {o.n_experts}, bias.data(), bias.size() * 4);
+    for (int e = 0; e < o.n_experts; ++e) {
+      const std::string ep = fmt::format("{}experts.{}.", mp, e);
+      linear(ep + "w1.weight", f, d);
+      linear(ep + "w2.weight", d, f);
+      linear(ep + "w3.weight", f, d);
+    }
+  }
+  gain("model.norm.weight", d);
+  add_float(w, "lm_head.weight", {V, d}, g.normal(V * d, 0.0f, 1.0f / std::sqrt(float(d))), dense);
+
+  const std::filesystem::path dir(o.out_dir);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) fail("make-tiny: cannot create {}: {}", o.out_dir, ec.message());
+  w.write((dir / "model.safetensors").string());
+
+  json cfg = {
+      {"architectures", {"MiniMaxM2ForCausalLM"}},
+      {"model_type", "minimax_m2"},
+      {"hidden_size", d},
+      {"num_hidden_layers", o.n_layers},
+      {"num_attention_heads", o.n_heads},
+      {"num_key_value_heads", o.n_kv_heads},
+      {"head_dim", o.head_dim},
+      {"rotary_dim", o.rotary_dim},
+      {"rope_theta", 10000.0},  // real M2: 5e6; smaller so RoPE is visible over a short test context
+      {"max_position_embeddings", o.max_position},
+      {"intermediate_size", f},
+      {"num_local_experts", o.n_experts},
+      {"num_experts_per_tok", o.n_experts_active},
+      {"shared_intermediate_size", 0},
+      {"scoring_func", "sigmoid"},
+      {"use_routing_bias", true},
+      {"use_qk_norm", true},
+      {"qk_norm_type", "per_layer"},
+      {"hidden_act", "silu"},
+      {"rms_norm_eps", 1e-6},
+      {"attn_type_list", std::vector<int>(o.n_layers, 1)},
+      {"use_mtp", false},
+      {"vocab_size", V},
+      {"tie_word_embeddings", false},
+      {"router_aux_loss_coef", 0.001},
+      {"router_jitter_noise", 0.0},
+      {"bos_token_id", tok.bos_id},
+      {"eos_token_id", tok.eos_id},
+      {"torch_dtype", o.dtype == "f32" ? "float32" : "bfloat16"},
+  };
+  if (fp8)
+    cfg["quantization_config"] = {{"quant_method", "fp8"},
+                                  {"fmt", "float8_e4m3fn"},
+                                  {"activation_scheme", "dynamic"},
+                                  {"weight_block_size", {o.fp8_block, o.fp8_block}},
+                                  {"modules_to_not_convert", {"gate", "e_score_correction_bias", "lm_head"}}};
+  write_text(dir / "config.json", cfg.dump(2) + "\n");
+  const json gen = {{"bos_token_id", tok.bos_id}, {"eos_token_id", tok.eos_id},
+                    {"temperature", 1.0}, {"top_p", 0.95}, {"top_k", 40}};
+  write_text(dir / "generation_config.json", gen.dump(2) + "\n");
+  write_text(dir / "tokenizer.json", tok.tokenizer_json + "\n");
+  write_text(dir / "tokenizer_config.json", tok.tokenizer_config_json + "\n");
+}
+
+}  // namespace mmx

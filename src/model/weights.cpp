@@ -1,0 +1,150 @@
+// Loading MiniMax-M2 weights by their Hugging Face names (spec §4.3) with shape/dtype checks.
+#include "model/weights.h"
+
+#include <fmt/format.h>
+
+#include "base/error.h"
+
+namespace mmx {
+
+namespace {
+
+std::string shape_str(const std::vector<int64_t>& s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
+
+class Loader {
+ public:
+  Loader(const TensorStore& store, const ModelConfig& cfg) : store_(store), cfg_(cfg) {}
+
+  // The tensor `name`, checked to have `shape` and a floating dtype.
+  Tensor get(const std::string& name, const std::vector<int64_t>& shape) const {
+    if (!store_.has(name))
+      fail("missing tensor \"{}\" (expected shape {}); the checkpoint does not match config.json",
+           name, shape_str(shape));
+    const TensorInfo& info = store_.info(name);
+    if (info.shape != shape)
+      fail("tensor \"{}\" in {} has shape {}, but config.json implies {}", name, store_.file_of(name),
+           shape_str(info.shape), shape_str(shape));
+    return store_.tensor(name);
+  }
+
+  // A small tensor (norm gain, router, bias) converted to F32.
+  Buffer get_f32(const std::string& name, int64_t n) const {
+    Tensor t = get(name, {n});
+    check_float(name, t, /*allow_fp8=*/false);
+    Buffer b(DType::kF32, {n});
+    ops::to_f32(t, b.t());
+    return b;
+  }
+  Buffer get_f32_2d(const std::string& name, int64_t rows, int64_t cols) const {
+    Tensor t = get(name, {rows, cols});
+    check_float(name, t, false);
+    Buffer b(DType::kF32, {rows, cols});
+    ops::to_f32(t, b.t());
+    return b;
+  }
+
+  // A linear weight [n_out, n_in]; F8E4M3 needs its `<name>_scale_inv` block scales.
+  ops::Linear linear(const std::string& name, int64_t n_out, int64_t n_in) const {
+    ops::Linear l;
+    l.w = get(name, {n_out, n_in});
+    check_float(name, l.w, /*allow_fp8=*/true);
+    if (l.w.dtype == DType::kF8E4M3) {
+      if (!cfg_.fp8.enabled)
+        fail("tensor \"{}\" is F8_E4M3 but config.json has no fp8 quantization_config (block size "
+             "unknown)", name);
+      l.block_out = cfg_.fp8.block_out;
+      l.block_in = cfg_.fp8.block_in;
+      const std::string sname = name + "_scale_inv";
+      const int64_t so = (n_out + l.block_out - 1) / l.block_out;
+      const int64_t si = (n_in + l.block_in - 1) / l.block_in;
+      l.scale = get(sname, {so, si});
+      if (l.scale.dtype != DType::kF32)
+        fail("tensor \"{}\" must be F32 block scales, found {}", sname, dtype_name(l.scale.dtype));
+    } else if (store_.has(name + "_scale_inv")) {
+      fail("tensor \"{}\" is {} but has a weight_scale_inv sibling; only F8_E4M3 weights carry "
+           "scales", name, dtype_name(l.w.dtype));
+    }
+    return l;
+  }
+
+ private:
+  void check_float(const std::string& name, const Tensor& t, bool allow_fp8) const {
+    const DType d = t.dtype;
+    const bool ok = d == DType::kF32 || d == DType::kF16 || d == DType::kBF16 ||
+                    (allow_fp8 && d == DType::kF8E4M3);
+    if (!ok)
+      fail("tensor \"{}\" has dtype {}, expected {}", name, dtype_name(d),
+           allow_fp8 ? "F32, F16, BF16 or F8_E4M3" : "F32, F16 or BF16");
+  }
+
+  const TensorStore& store_;
+  const ModelConfig& cfg_;
+};
+
+}  // namespace
+
+ModelWeights load_weights(const std::string& dir, const ModelConfig& cfg,
+                          void (*progress)(int, int)) {
+  ModelWeights mw(TensorStore::open(dir));
+  const Loader ld(mw.store, cfg);
+  const int64_t d = cfg.d_model, qd = cfg.q_dim(), kvd = cfg.kv_dim(), f = cfg.ffn_dim;
+
+  mw.embed = ld.get("model.embed_tokens.weight", {cfg.vocab_size, d});
+  if (mw.embed.dtype == DType::kF8E4M3 || mw.embed.dtype == DType::kI32 || mw.embed.dtype == DType::kI64 ||
+      mw.embed.dtype == DType::kU8)
+    fail("model.embed_tokens.weight has dtype {}, expected F32, F16 or BF16", dtype_name(mw.embed.dtype));
+  mw.layers.resize(cfg.n_layers);
+  for (int il = 0; il < cfg.n_layers; ++il) {
+    const std::string p = fmt::format("model.layers.{}.", il);
+    LayerWeights& lw = mw.layers[il];
+    lw.attn_norm = ld.get_f32(p + "input_layernorm.weight", d);
+    lw.ffn_norm = ld.get_f32(p + "post_attention_layernorm.weight", d);
+    AttentionWeights& a = lw.attn;
+    a.q = ld.linear(p + "self_attn.q_proj.weight", qd, d);
+    a.k = ld.linear(p + "self_attn.k_proj.weight", kvd, d);
+    a.v = ld.linear(p + "self_attn.v_proj.weight", kvd, d);
+    a.o = ld.linear(p + "self_attn.o_proj.weight", d, qd);
+    if (cfg.use_qk_norm) {
+      a.q_norm = ld.get_f32(p + "self_attn.q_norm.weight", qd);
+      a.k_norm = ld.get_f32(p + "self_attn.k_norm.weight", kvd);
+    }
+    MoeWeights& m = lw.moe;
+    const std::string mp = p + "block_sparse_moe.";
+    m.gate_f32 = ld.get_f32_2d(mp + "gate.weight", cfg.n_experts, d);
+    m.gate.w = m.gate_f32.t();
+    if (cfg.use_routing_bias) m.bias = ld.get_f32(mp + "e_score_correction_bias", cfg.n_experts);
+    m.experts.resize(cfg.n_experts);
+    for (int e = 0; e < cfg.n_experts; ++e) {
+      const std::string ep = fmt::format("{}experts.{}.", mp, e);
+      m.experts[e].w1 = ld.linear(ep + "w1.weight", f, d);
+      m.experts[e].w3 = ld.linear(ep + "w3.weight", f, d);
+      m.experts[e].w2 = ld.linear(ep + "w2.weight", d, f);
+    }
+    if (progress) progress(il + 1, cfg.n_layers);
+  }
+  mw.final_norm = ld.get_f32("model.norm.weight", d);
+  if (cfg.tie_word_embeddings) {
+    mw.lm_head.w = mw.embed;
+  } else {
+    mw.lm_head = ld.linear("lm_head.weight", cfg.vocab_size, d);
+  }
+  return mw;
+}
+
+ParamCounts count_params(const ModelConfig& c) {
+  ParamCounts p;
+  const int64_t d = c.d_model, L = c.n_layers;
+  p.embedding = c.vocab_size * d;
+  p.lm_head = c.tie_word_embeddings ? 0 : c.vocab_size * d;
+  const int64_t attn = c.q_dim() * d + 2 * c.kv_dim() * d + d * c.q_dim() +
+                       (c.use_qk_norm ? c.q_dim() + c.kv_dim() : 0);
+  p.attention = L * attn;
+  p.norms = L * 2 * d + d;
+  p.router = L * (int64_t(c.n_experts) * d + (c.use_routing_bias ? c.n_experts : 0));
+  const int64_t expert = 3 * c.ffn_dim * d;
+  p.experts = L * c.n_experts * expert;
+  p.experts_active = L * c.n_experts_active * expert;
+  return p;
+}
+
+}  // namespace mmx

@@ -1,0 +1,78 @@
+// ModelWeights: the checkpoint's tensors, checked against the config and mapped to internal names.
+//
+// Large weights (projections, experts, embedding, lm_head) are views into the mmapped
+// safetensors files in their storage dtype; small ones (norm gains, router, routing bias) are
+// converted to F32 once at load. Every expected tensor is checked for presence, dtype and shape;
+// a mismatch throws mmx::Error naming the tensor, the expected and the found shape.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "model/safetensors.h"
+#include "ops/ops.h"
+
+namespace mmx {
+
+struct AttentionWeights {
+  ops::Linear q;  // [q_dim, d_model]
+  ops::Linear k;  // [kv_dim, d_model]
+  ops::Linear v;  // [kv_dim, d_model]
+  ops::Linear o;  // [d_model, q_dim]
+  Buffer q_norm;  // [q_dim] F32 (empty if !use_qk_norm)
+  Buffer k_norm;  // [kv_dim] F32
+};
+
+struct ExpertWeights {
+  ops::Linear w1;  // gate [ffn_dim, d_model]
+  ops::Linear w3;  // up   [ffn_dim, d_model]
+  ops::Linear w2;  // down [d_model, ffn_dim]
+};
+
+struct MoeWeights {
+  Buffer gate_f32;    // [n_experts, d_model] F32 router weight
+  ops::Linear gate;   // view of gate_f32
+  Buffer bias;        // [n_experts] F32 e_score_correction_bias (empty if unused)
+  std::vector<ExpertWeights> experts;  // [n_experts]
+};
+
+struct LayerWeights {
+  Buffer attn_norm;  // [d_model] F32 input_layernorm
+  Buffer ffn_norm;   // [d_model] F32 post_attention_layernorm
+  AttentionWeights attn;
+  MoeWeights moe;
+};
+
+struct ModelWeights {
+  TensorStore store;  // owns the mappings every view below points into
+  Tensor embed;       // [vocab_size, d_model] F32/F16/BF16
+  std::vector<LayerWeights> layers;
+  Buffer final_norm;  // [d_model] F32
+  ops::Linear lm_head;  // [vocab_size, d_model]
+
+  ModelWeights(TensorStore s) : store(std::move(s)) {}
+};
+
+// Loads and checks every tensor the config implies. `progress` (may be null) is called with
+// (done, total) as layers load.
+ModelWeights load_weights(const std::string& dir, const ModelConfig& cfg,
+                          void (*progress)(int done, int total) = nullptr);
+
+// Parameter counts implied by the config (no weights needed).
+struct ParamCounts {
+  int64_t embedding = 0;   // embed_tokens
+  int64_t lm_head = 0;     // 0 when tied
+  int64_t attention = 0;   // all layers: q/k/v/o + q/k norms
+  int64_t norms = 0;       // input/post-attention layernorms + final norm
+  int64_t router = 0;      // gate + bias, all layers
+  int64_t experts = 0;     // all routed experts, all layers
+  int64_t experts_active = 0;  // the top-k experts of each layer
+  int64_t total() const { return embedding + lm_head + attention + norms + router + experts; }
+  // Per token: everything but the inactive experts; the embedding is a row lookup, so it is
+  // reported separately (active_no_embed excludes embedding and lm_head).
+  int64_t active_no_embed() const { return attention + norms + router + experts_active; }
+};
+ParamCounts count_params(const ModelConfig& cfg);
+
+}  // namespace mmx

@@ -1,0 +1,164 @@
+// MiniMax-M2 consistency tests on fresh seeded tiny checkpoints (no oracle needed):
+//   prefill of N tokens == N single-token decodes; chunked prefill == unchunked;
+//   bad ids are refused without touching the cache; missing / mis-shaped tensors are named.
+// The numerics against the independent float64 reference live in m2_reference_check.py.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <random>
+
+#include "base/error.h"
+#include "model/model.h"
+#include "model/safetensors.h"
+#include "model/tiny.h"
+#include "testing/allclose.h"
+
+namespace mmx {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Both sides are fp32 with the same weights; they differ only in summation order (GEMV vs
+// blocked GEMM, attention over 1 vs many queries). Logits are O(1..10); measured max diff on
+// these models is ~1e-6, so 1e-4 leaves two orders of magnitude of headroom.
+constexpr testing::Tol kPathTol{1e-4, 1e-4, 1e-10};
+
+std::string tiny_dir(const std::string& dtype, uint64_t seed) {
+  const fs::path d = fs::temp_directory_path() / ("mmx_m2_consistency_" + dtype + std::to_string(seed));
+  if (!fs::exists(d / "model.safetensors")) {
+    TinyOptions o;
+    o.out_dir = d.string();
+    o.dtype = dtype;
+    o.seed = seed;
+    o.fp8_block = 48;  // ragged blocks over hidden 64
+    write_tiny_checkpoint(o);
+  }
+  return d.string();
+}
+
+std::vector<int32_t> random_ids(int n, int vocab, uint64_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> ids(n);
+  for (auto& t : ids) t = int32_t(rng() % vocab);
+  return ids;
+}
+
+// Runs ids through the model in chunks of `chunk`; returns all-position logits [n, vocab].
+Buffer run_chunked(Model& m, const std::vector<int32_t>& ids, int chunk) {
+  const int64_t n = int64_t(ids.size()), V = m.config().vocab_size;
+  KvCache kv = m.make_cache(n);
+  std::vector<int32_t> tok(ids), pos(n);
+  for (int64_t i = 0; i < n; ++i) pos[i] = int32_t(i);
+  Buffer logits(DType::kF32, {n, V});
+  for (int64_t b = 0; b < n; b += chunk) {
+    const int64_t e = std::min<int64_t>(n, b + chunk);
+    ForwardBatch fb;
+    fb.tokens = Tensor(tok.data() + b, DType::kI32, {e - b});
+    fb.positions = Tensor(pos.data() + b, DType::kI32, {e - b});
+    fb.pos0 = b;
+    fb.all_logits = true;
+    Tensor rows = logits.t().rows_range(b, e);
+    m.forward(fb, kv, rows);
+  }
+  EXPECT_EQ(kv.n_past(), n);
+  return logits;
+}
+
+class M2Consistency : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(M2Consistency, PrefillEqualsDecodeAndChunked) {
+  auto model = load_model(tiny_dir(GetParam(), 11));
+  const auto ids = random_ids(40, int(model->config().vocab_size), 3);
+  const Buffer full = run_chunked(*model, ids, int(ids.size()));
+  for (int chunk : {1, 7, 16}) {
+    SCOPED_TRACE("chunk " + std::to_string(chunk));
+    const Buffer got = run_chunked(*model, ids, chunk);
+    EXPECT_ALLCLOSE(got.t(), full.t(), kPathTol);
+  }
+}
+
+TEST_P(M2Consistency, LastRowLogitsEqualAllRows) {
+  auto model = load_model(tiny_dir(GetParam(), 11));
+  const int64_t V = model->config().vocab_size;
+  const auto ids = random_ids(9, int(V), 5);
+  const Buffer full = run_chunked(*model, ids, 9);
+  KvCache kv = model->make_cache(9);
+  std::vector<int32_t> tok(ids), pos(9);
+  for (int i = 0; i < 9; ++i) pos[i] = i;
+  ForwardBatch fb;
+  fb.tokens = Tensor(tok.data(), DType::kI32, {9});
+  fb.positions = Tensor(pos.data(), DType::kI32, {9});
+  Buffer last(DType::kF32, {1, V});
+  model->forward(fb, kv, last.t());
+  EXPECT_ALLCLOSE(last.t(), full.t().rows_range(8, 9), testing::tol::kF32);
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, M2Consistency, ::testing::Values("f32", "bf16", "fp8"));
+
+TEST(M2Errors, InvalidTokenIdIsRefusedAndCacheUntouched) {
+  auto model = load_model(tiny_dir("f32", 11));
+  const int64_t V = model->config().vocab_size;
+  KvCache kv = model->make_cache(4);
+  std::vector<int32_t> tok = {1, int32_t(V)}, pos = {0, 1};
+  ForwardBatch fb;
+  fb.tokens = Tensor(tok.data(), DType::kI32, {2});
+  fb.positions = Tensor(pos.data(), DType::kI32, {2});
+  Buffer logits(DType::kF32, {1, V});
+  try {
+    model->forward(fb, kv, logits.t());
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("outside the vocabulary"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(kv.n_past(), 0);
+  tok[1] = -5;
+  EXPECT_THROW(model->forward(fb, kv, logits.t()), Error);
+}
+
+TEST(M2Errors, ContextOverflowIsAnError) {
+  auto model = load_model(tiny_dir("f32", 11));
+  KvCache kv = model->make_cache(2);
+  std::vector<int32_t> tok = {1, 2, 3}, pos = {0, 1, 2};
+  ForwardBatch fb;
+  fb.tokens = Tensor(tok.data(), DType::kI32, {3});
+  fb.positions = Tensor(pos.data(), DType::kI32, {3});
+  Buffer logits(DType::kF32, {1, model->config().vocab_size});
+  EXPECT_THROW(model->forward(fb, kv, logits.t()), Error);
+}
+
+// Rewrites the tiny checkpoint with one tensor dropped or reshaped; loading must name it.
+std::string broken_copy(const std::string& src, const std::string& victim, bool drop) {
+  const fs::path d = fs::temp_directory_path() / ("mmx_m2_broken_" + std::to_string(drop));
+  fs::create_directories(d);
+  fs::copy_file(fs::path(src) / "config.json", d / "config.json", fs::copy_options::overwrite_existing);
+  const TensorStore st = TensorStore::open(src);
+  SafetensorsWriter w;
+  for (const auto& name : st.names()) {
+    const Tensor t = st.tensor(name);
+    if (name == victim && drop) continue;
+    std::vector<int64_t> shape(t.shape.begin(), t.shape.begin() + t.ndim);
+    if (name == victim) shape = {shape[0] / 2, shape[1] * 2};
+    w.add(name, t.dtype, shape, t.data, t.size_bytes());
+  }
+  w.write((d / "model.safetensors").string());
+  return d.string();
+}
+
+TEST(M2Errors, MissingAndMisshapedTensorsAreNamed) {
+  const std::string src = tiny_dir("f32", 11);
+  const std::string victim = "model.layers.2.self_attn.k_proj.weight";
+  for (bool drop : {true, false}) {
+    SCOPED_TRACE(drop ? "missing" : "mis-shaped");
+    try {
+      load_model(broken_copy(src, victim, drop));
+      FAIL() << "no error";
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find(victim), std::string::npos) << msg;
+      EXPECT_NE(msg.find(drop ? "missing" : "shape"), std::string::npos) << msg;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mmx

@@ -1,0 +1,40 @@
+#include "common.h"
+
+#include <charconv>
+#include <cstdio>
+#include <unistd.h>
+
+#include "base/error.h"
+
+namespace mmx::cli {
+
+std::vector<int32_t> parse_ids(const std::string& s) {
+  std::vector<int32_t> ids;
+  size_t i = 0;
+  while (i <= s.size()) {
+    size_t j = s.find(',', i);
+    if (j == std::string::npos) j = s.size();
+    std::string item = s.substr(i, j - i);
+    while (!item.empty() && item.front() == ' ') item.erase(item.begin());
+    while (!item.empty() && item.back() == ' ') item.pop_back();
+    int64_t v = 0;
+    const auto [p, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+    if (item.empty() || ec != std::errc() || p != item.data() + item.size() || v < 0 || v > INT32_MAX)
+      fail("--ids: \"{}\" is not a non-negative integer token id (expected e.g. --ids 1,2,3)", item);
+    ids.push_back(int32_t(v));
+    i = j + 1;
+  }
+  return ids;
+}
+
+void progress_bar(int done, int total) {
+  if (!isatty(fileno(stderr))) return;  // no bar in logs and pipes
+  constexpr int kWidth = 30;
+  const int fill = total ? done * kWidth / total : kWidth;
+  std::fprintf(stderr, "\rloading  [%.*s%*s] %d/%d layers", fill, "##############################",
+               kWidth - fill, "", done, total);
+  if (done == total) std::fputc('\n', stderr);
+  std::fflush(stderr);
+}
+
+}  // namespace mmx::cli

@@ -1,0 +1,25 @@
+// Shared pieces of the mmx subcommands: id-list parsing, the load progress bar, registration.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace mmx::cli {
+
+// "1,2,3" -> {1,2,3}; throws mmx::Error with the offending item on bad input.
+std::vector<int32_t> parse_ids(const std::string& s);
+// A progress bar on stderr for layer loading: [#####     ] 31/62 layers.
+void progress_bar(int done, int total);
+
+// Each subcommand registers itself: adds its options to `app` and returns the action to run.
+using Action = std::function<void()>;
+void add_generate(CLI::App& app, Action& action);
+void add_logits(CLI::App& app, Action& action);
+void add_make_tiny(CLI::App& app, Action& action);
+void add_inspect(CLI::App& app, Action& action);
+void add_bench(CLI::App& app, Action& action);
+
+}  // namespace mmx::cli

@@ -1,0 +1,32 @@
+// mmx — the one binary of minimax.cpp. Each subcommand lives in cmd_<name>.cpp.
+#include <cstdio>
+
+#include "base/error.h"
+#include "common.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"mmx — run MiniMax models (M2 family) on the CPU, exactly.\n"
+               "Run `mmx <command> --help` for the options of each command."};
+  app.require_subcommand(1);
+  mmx::cli::Action action;
+  mmx::cli::add_generate(app, action);
+  mmx::cli::add_logits(app, action);
+  mmx::cli::add_make_tiny(app, action);
+  mmx::cli::add_inspect(app, action);
+  mmx::cli::add_bench(app, action);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    action();
+  } catch (const mmx::Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

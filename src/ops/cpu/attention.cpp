@@ -102,9 +102,12 @@ void attention_softmax(const Tensor& q, const Tensor& k, const Tensor& v, int64_
   const float* vp = v.f32();
   float* op = out.f32();
   const int64_t n_tasks = n_q * n_kv_heads;
+  // Multiply-adds, roughly: below ~64k a parallel region costs more than it saves.
+  const int64_t work = n_tasks * (pos0 + (n_q + 1) / 2) * n_group * d * 2;
+  const bool par = n_tasks > 1 && work >= (int64_t(1) << 16);
 
   // Costs grow with i (causal), so hand out tasks dynamically; results do not depend on it.
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads()) if (n_tasks > 1)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads()) if (par)
   for (int64_t task = 0; task < n_tasks; ++task) {
     const int64_t i = task / n_kv_heads, kvh = task % n_kv_heads;
     const int64_t n_keys = pos0 + i + 1;

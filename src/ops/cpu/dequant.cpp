@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "ops/cpu/cpu.h"
@@ -89,7 +90,14 @@ void to_f32(const Tensor& x, Tensor& out) {
 #pragma omp parallel for schedule(static) num_threads(threads()) if (n_chunks > 1)
   for (int64_t c = 0; c < n_chunks; ++c) {
     const int64_t i0 = c * kChunk;
-    convert_span(x.dtype, x.data, i0, std::min(kChunk, n - i0), o + i0);
+    const int64_t len = std::min(kChunk, n - i0);
+    convert_span(x.dtype, x.data, i0, len, o + i0);
+    if (x.dtype == DType::kF8E4M3) {
+      // Unlike the matmul paths, a conversion op keeps NaN codes (0x7f, 0xff) NaN.
+      const uint8_t* b = x.ptr<uint8_t>() + i0;
+      for (int64_t i = 0; i < len; ++i)
+        if ((b[i] & 0x7f) == 0x7f) o[i0 + i] = (b[i] & 0x80) ? -NAN : NAN;
+    }
   }
 }
 

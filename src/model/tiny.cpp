@@ -22,13 +22,51 @@ using json = nlohmann::json;
 
 struct Gen {
   std::mt19937_64 rng;
+  bool synthetic = false;  // fast approximate normals (benchmark-sized checkpoints)
+  uint64_t state = 0x9E3779B97F4A7C15ull;
+
+  uint64_t next() {  // xorshift64*
+    state ^= state >> 12;
+    state ^= state << 25;
+    state ^= state >> 27;
+    return state * 0x2545F4914F6CDD1Dull;
+  }
   std::vector<float> normal(int64_t n, float mean, float stddev) {
-    std::normal_distribution<float> d(mean, stddev);
     std::vector<float> v(n);
+    if (synthetic) {  // Irwin-Hall(4): sum of 4 uniforms, variance 4/12
+      const float k = stddev * std::sqrt(3.0f) / 65536.0f;
+      for (auto& x : v) {
+        const uint64_t r = next();
+        const float s = float(r & 0xffff) + float((r >> 16) & 0xffff) + float((r >> 32) & 0xffff) +
+                        float(r >> 48) - 2.0f * 65535.0f;
+        x = mean + s * k;
+      }
+      return v;
+    }
+    std::normal_distribution<float> d(mean, stddev);
     for (auto& x : v) x = d(rng);
     return v;
   }
 };
+
+// Synthetic FP8: random codes with |value| in [2^-3, 2^1) and one scale per block chosen so the
+// weight's stddev is about 1/sqrt(cols). Only for benchmark checkpoints, where the values do not
+// matter but the bytes and shapes do.
+void add_fp8_synthetic(SafetensorsWriter& w, Gen& g, const std::string& name, int64_t rows,
+                       int64_t cols, int b) {
+  std::vector<uint8_t> q(rows * cols);
+  for (size_t i = 0; i < q.size(); i += 8) {
+    uint64_t r = g.next();
+    for (size_t j = i; j < std::min(q.size(), i + 8); ++j, r >>= 8) {
+      const uint8_t x = uint8_t(r);
+      q[j] = uint8_t((x & 0x80) | ((4 + (x >> 3) % 4) << 3) | (x & 7));
+    }
+  }
+  const int64_t sr = (rows + b - 1) / b, sc = (cols + b - 1) / b;
+  const std::vector<float> scale(sr * sc, 1.0f / std::sqrt(float(cols)));
+  w.add(name, DType::kF8E4M3, {rows, cols}, q.data(), q.size());
+  w.add(name + "_scale_inv", DType::kF32, {sr, sc}, scale.data(), scale.size() * 4);
+}
 
 // Adds a tensor in storage dtype `dt` ("f32" | "bf16"); fp8 goes through add_fp8.
 void add_float(SafetensorsWriter& w, const std::string& name, std::vector<int64_t> shape,
@@ -77,6 +115,10 @@ void write_tiny_checkpoint(const TinyOptions& o) {
   if (o.dtype != "f32" && o.dtype != "bf16" && o.dtype != "fp8")
     fail("make-tiny: unknown --dtype \"{}\" (supported: f32, bf16, fp8)", o.dtype);
   if (o.fp8_block <= 0) fail("make-tiny: --fp8-block must be positive");
+  if (o.n_heads % o.n_kv_heads != 0 || o.rotary_dim > o.head_dim || o.rotary_dim % 2 != 0 ||
+      o.n_experts_active > o.n_experts)
+    fail("make-tiny: inconsistent shape options (heads % kv-heads, rotary <= head_dim and even, "
+         "top-k <= experts)");
   if (o.vocab_size < 300) fail("make-tiny: vocab_size must be >= 300 (256 bytes + specials + merges)");
   const TinyTokenizer tok = build_tiny_tokenizer(o.vocab_size);
 
@@ -85,9 +127,12 @@ void write_tiny_checkpoint(const TinyOptions& o) {
   const bool fp8 = o.dtype == "fp8";
   const std::string dense = fp8 ? "bf16" : o.dtype;  // dtype of unquantized tensors
   Gen g{std::mt19937_64(o.seed)};
+  g.synthetic = o.synthetic;
+  g.state += o.seed * 0x9E3779B97F4A7C15ull;
   SafetensorsWriter w;
   w.set_metadata("format", "pt");
   auto linear = [&](const std::string& name, int64_t rows, int64_t cols) {
+    if (fp8 && o.synthetic) return add_fp8_synthetic(w, g, name, rows, cols, o.fp8_block);
     const auto v = g.normal(rows * cols, 0.0f, 1.0f / std::sqrt(float(cols)));
     if (fp8) add_fp8(w, name, rows, cols, v, o.fp8_block);
     else add_float(w, name, {rows, cols}, v, dense);

@@ -26,6 +26,7 @@ struct TinyOptions {
   int n_experts_active = 2;
   int vocab_size = 512;
   int max_position = 4096;
+  bool synthetic = false;  // fast approximate random values (benchmark-sized checkpoints)
 };
 
 // Writes config.json, generation_config.json, model.safetensors, tokenizer.json and

@@ -6,6 +6,10 @@
 
 #include <filesystem>
 #include <random>
+#include <set>
+#include <unistd.h>
+
+#include <fmt/format.h>
 
 #include "base/error.h"
 #include "model/model.h"
@@ -24,8 +28,11 @@ namespace fs = std::filesystem;
 constexpr testing::Tol kPathTol{1e-4, 1e-4, 1e-10};
 
 std::string tiny_dir(const std::string& dtype, uint64_t seed) {
-  const fs::path d = fs::temp_directory_path() / ("mmx_m2_consistency_" + dtype + std::to_string(seed));
-  if (!fs::exists(d / "model.safetensors")) {
+  // Fresh per process (never a stale checkpoint from an older build); pid keeps parallel runs apart.
+  static std::set<std::string> made;
+  const fs::path d = fs::temp_directory_path() /
+                     fmt::format("mmx_m2_consistency_{}_{}_{}", ::getpid(), dtype, seed);
+  if (made.insert(d.string()).second) {
     TinyOptions o;
     o.out_dir = d.string();
     o.dtype = dtype;
@@ -128,7 +135,7 @@ TEST(M2Errors, ContextOverflowIsAnError) {
 
 // Rewrites the tiny checkpoint with one tensor dropped or reshaped; loading must name it.
 std::string broken_copy(const std::string& src, const std::string& victim, bool drop) {
-  const fs::path d = fs::temp_directory_path() / ("mmx_m2_broken_" + std::to_string(drop));
+  const fs::path d = fs::temp_directory_path() / fmt::format("mmx_m2_broken_{}_{}", ::getpid(), drop);
   fs::create_directories(d);
   fs::copy_file(fs::path(src) / "config.json", d / "config.json", fs::copy_options::overwrite_existing);
   const TensorStore st = TensorStore::open(src);

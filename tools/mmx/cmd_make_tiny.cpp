@@ -20,7 +20,28 @@ void add_make_tiny(CLI::App& app, Action& action) {
   c->add_option("--experts", o->n_experts, "Number of routed experts")->check(CLI::Range(1, 1024));
   c->add_option("--top-k", o->n_experts_active, "Experts per token")->check(CLI::Range(1, 1024));
   c->add_option("--vocab", o->vocab_size, "Vocabulary size")->check(CLI::Range(300, 1 << 20));
-  c->callback([o, &action] {
+  c->add_option("--hidden", o->d_model, "hidden_size")->check(CLI::Range(8, 1 << 16));
+  c->add_option("--heads", o->n_heads, "num_attention_heads")->check(CLI::Range(1, 1024));
+  c->add_option("--kv-heads", o->n_kv_heads, "num_key_value_heads")->check(CLI::Range(1, 1024));
+  c->add_option("--head-dim", o->head_dim, "head_dim")->check(CLI::Range(2, 1024));
+  c->add_option("--rotary-dim", o->rotary_dim, "rotary_dim (even, <= head_dim)")->check(CLI::Range(0, 1024));
+  c->add_option("--ffn", o->ffn_dim, "intermediate_size (per expert)")->check(CLI::Range(1, 1 << 16));
+  c->add_option("--max-pos", o->max_position, "max_position_embeddings")->check(CLI::Range(16, 1 << 24));
+  c->add_flag("--synthetic", o->synthetic,
+              "Fast approximate random values (for benchmark-sized checkpoints; not for numerics tests)");
+  auto m2_slice = std::make_shared<bool>(false);
+  c->add_flag("--m2-slice", *m2_slice,
+              "Real MiniMax-M2 widths (hidden 3072, 48/8 heads, 256 experts x 1536, top-8, vocab 200064), "
+              "fp8 128x128 with synthetic values, 2 layers unless --layers is given (~3.6 GB a layer)");
+  c->callback([o, m2_slice, c, &action] {
+    if (*m2_slice) {
+      const int layers = c->count("--layers") ? o->n_layers : 2;
+      TinyOptions& t = *o;
+      t.d_model = 3072, t.n_heads = 48, t.n_kv_heads = 8, t.head_dim = 128, t.rotary_dim = 64;
+      t.ffn_dim = 1536, t.n_experts = 256, t.n_experts_active = 8, t.vocab_size = 200064;
+      t.max_position = 196608, t.n_layers = layers, t.dtype = "fp8", t.fp8_block = 128;
+      t.synthetic = true;
+    }
     action = [o] {
       write_tiny_checkpoint(*o);
       std::fprintf(stderr, "wrote tiny %s checkpoint (%s, seed %llu) to %s\n", o->arch.c_str(),

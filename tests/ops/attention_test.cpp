@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <vector>
 
 #include "ops/ops.h"
 #include "ops/ops_test_util.h"
@@ -97,6 +98,25 @@ TEST(Attention, LongerAndSharper) {
   check_attention({1, 300, 299, 12, 2, 128}, 2);
   check_attention({4, 300, 200, 6, 1, 64}, 3, 8.0f);
   check_attention({16, 70, 54, 2, 2, 36}, 4, 8.0f);
+}
+
+TEST(Attention, ExactSizeAllocations) {
+  // Operands in exactly sized heap blocks so AddressSanitizer sees any tail over-read.
+  for (int64_t d : {3, 13, 37}) {
+    SCOPED_TRACE(fmt::format("head_dim={}", d));
+    const int64_t n_q = 3, n_kv = 7, heads = 6, kv_heads = 2;
+    std::vector<float> q(size_t(n_q * heads * d)), k(size_t(n_kv * kv_heads * d)), v(k.size()),
+        o(q.size());
+    fill_random(q.data(), int64_t(q.size()), 1);
+    fill_random(k.data(), int64_t(k.size()), 2);
+    fill_random(v.data(), int64_t(v.size()), 3);
+    Tensor qt(q.data(), DType::kF32, {n_q, heads, d}), kt(k.data(), DType::kF32, {n_kv, kv_heads, d}),
+        vt(v.data(), DType::kF32, {n_kv, kv_heads, d}), ot(o.data(), DType::kF32, {n_q, heads, d});
+    Buffer o_ref(DType::kF32, {n_q, heads, d});
+    ops::attention_softmax(qt, kt, vt, 4, 0.3f, ot);
+    ops::ref::attention_softmax(qt, kt, vt, 4, 0.3f, o_ref.t());
+    EXPECT_ALLCLOSE(ot, o_ref.t(), tol::kF32Reduce);
+  }
 }
 
 }  // namespace

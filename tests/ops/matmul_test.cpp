@@ -4,7 +4,10 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
+#include <cstring>
+#include <vector>
 
 #include "ops/ops.h"
 #include "ops/ops_test_util.h"
@@ -124,6 +127,35 @@ TEST(Matmul, ModelShapes) {
   check_matmul({DType::kF8E4M3, 9, 48, 3072}, 8);
   check_matmul({DType::kBF16, 1, 64, 3072}, 9);
   check_matmul({DType::kF32, 24, 40, 1536}, 10);
+}
+
+TEST(Matmul, ExactSizeAllocations) {
+  // Buffer pads to 64 bytes, which would hide a tail over-read from AddressSanitizer; here every
+  // operand sits in an exactly sized heap block (run under -DMMX_SANITIZE=address).
+  for (DType dt : {DType::kF32, DType::kBF16, DType::kF8E4M3})
+    for (int64_t n : {1, 2, 5})
+      for (const auto& s : {std::array<int64_t, 2>{3, 13}, std::array<int64_t, 2>{17, 31}}) {
+        SCOPED_TRACE(fmt::format("{} n={} W=[{}, {}]", dtype_name(dt), n, s[0], s[1]));
+        OwnedLinear src = make_linear(dt, s[0], s[1], 11, 16, 16);
+        std::vector<uint8_t> w(src.w.t().size_bytes());
+        std::memcpy(w.data(), src.w.t().data, w.size());
+        std::vector<float> scale(src.lin.scale.empty() ? 0 : size_t(src.lin.scale.numel()));
+        if (!scale.empty()) std::memcpy(scale.data(), src.lin.scale.data, scale.size() * 4);
+        ops::Linear lin = src.lin;
+        lin.w.data = w.data();
+        if (!scale.empty()) lin.scale.data = scale.data();
+        std::vector<float> x(size_t(n * s[1])), y(size_t(n * s[0]));
+        fill_random(x.data(), n * s[1], 12);
+        Tensor xt(x.data(), DType::kF32, {n, s[1]}), yt(y.data(), DType::kF32, {n, s[0]});
+        Buffer y_ref(DType::kF32, {n, s[0]});
+        ops::matmul(xt, lin, yt);
+        ops::ref::matmul(xt, lin, y_ref.t());
+        EXPECT_ALLCLOSE(yt, y_ref.t(), tol::kF32Reduce);
+        std::vector<float> rows(size_t(2 * s[1]));
+        Tensor rt(rows.data(), DType::kF32, {2, s[1]});
+        ops::linear_dequant_rows(lin, s[0] - 2, rt);
+        EXPECT_EQ(rows.back(), float(ops::ref::linear_at(lin, s[0] - 1, s[1] - 1)));
+      }
 }
 
 TEST(LinearDequantRows, ExactVsRef) {

@@ -11,6 +11,7 @@
 #include "model/safetensors.h"
 
 #include <fcntl.h>
+#include <fmt/ranges.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -20,8 +21,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fmt/ranges.h>
-
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -45,13 +44,19 @@ constexpr const char* kMetadataKey = "__metadata__";
 
 // ---- errors ----
 
-[[noreturn]] void file_error(const std::string& file, const std::string& problem) {
-  fail("safetensors file '{}': {}", file, problem);
+// "safetensors file 'F': <problem>"
+template <typename... Args>
+[[noreturn]] void file_error(const std::string& file, fmt::format_string<Args...> problem,
+                             Args&&... args) {
+  fail("safetensors file '{}': {}", file, fmt::format(problem, std::forward<Args>(args)...));
 }
 
+// "safetensors file 'F': tensor 'T': <problem>"
+template <typename... Args>
 [[noreturn]] void tensor_error(const std::string& file, const std::string& tensor,
-                               const std::string& problem) {
-  fail("safetensors file '{}': tensor '{}': {}", file, tensor, problem);
+                               fmt::format_string<Args...> problem, Args&&... args) {
+  fail("safetensors file '{}': tensor '{}': {}", file, tensor,
+       fmt::format(problem, std::forward<Args>(args)...));
 }
 
 // ---- dtypes ----
@@ -64,9 +69,9 @@ struct DtypeSpec {
 
 // Dtypes of the safetensors spec that mmx lists but cannot hand out as Tensors.
 constexpr std::pair<std::string_view, int> kForeignDtypes[] = {
-    {"BOOL", 8},     {"I8", 8},      {"I16", 16},     {"U16", 16},     {"U32", 32},
-    {"U64", 64},     {"F64", 64},    {"F8_E5M2", 8},  {"F8_E8M0", 8},  {"C64", 64},
-    {"F4", 4},       {"F6_E2M3", 6}, {"F6_E3M2", 6},
+    {"BOOL", 8}, {"I8", 8},      {"I16", 16},    {"U16", 16},    {"U32", 32},
+    {"U64", 64}, {"F64", 64},    {"F8_E5M2", 8}, {"F8_E8M0", 8}, {"C64", 64},
+    {"F4", 4},   {"F6_E2M3", 6}, {"F6_E3M2", 6},
 };
 
 bool lookup_dtype(std::string_view s, DtypeSpec* out) {
@@ -141,18 +146,24 @@ struct HeaderLayout {
 
 HeaderLayout read_header_length(const std::string& file, const uint8_t* bytes, uint64_t size) {
   if (size < 8) {
-    file_error(file, fmt::format("file is {} bytes, shorter than the 8-byte header length; "
-                                 "not a safetensors file (or truncated?)", size));
+    file_error(file,
+               "file is {} bytes, shorter than the 8-byte header length; "
+               "not a safetensors file (or truncated?)",
+               size);
   }
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | bytes[i];  // little-endian, any host
   if (n > kMaxHeaderBytes) {
-    file_error(file, fmt::format("header length {} is absurd (limit {} bytes); "
-                                 "not a safetensors file?", n, kMaxHeaderBytes));
+    file_error(file,
+               "header length {} is absurd (limit {} bytes); "
+               "not a safetensors file?",
+               n, kMaxHeaderBytes);
   }
   if (n > size - 8) {
-    file_error(file, fmt::format("header length {} exceeds the {} bytes after the length "
-                                 "prefix; file truncated or not a safetensors file?", n, size - 8));
+    file_error(file,
+               "header length {} exceeds the {} bytes after the length "
+               "prefix; file truncated or not a safetensors file?",
+               n, size - 8);
   }
   return {n, 8 + n, size - 8 - n};
 }
@@ -161,18 +172,17 @@ HeaderLayout read_header_length(const std::string& file, const uint8_t* bytes, u
 // non-zero entries must fit too, so Tensor::numel() cannot overflow in any order. Returns numel.
 uint64_t parse_shape(const std::string& file, const std::string& name, const json& v,
                      std::vector<int64_t>* shape) {
-  if (!v.is_array()) tensor_error(file, name, fmt::format("\"shape\" is not a list: {}", v.dump()));
+  if (!v.is_array()) tensor_error(file, name, "\"shape\" is not a list: {}", v.dump());
   const uint64_t kMax = uint64_t(std::numeric_limits<int64_t>::max());
   uint64_t numel = 1, nonzero_product = 1;
   for (const json& e : v) {
     uint64_t d;
     if (!json_to_u64(e, kMax, &d)) {
-      tensor_error(file, name, fmt::format("shape entry {} is not an integer in [0, 2^63)",
-                                           e.dump()));
+      tensor_error(file, name, "shape entry {} is not an integer in [0, 2^63)", e.dump());
     }
-    if (d != 0 && (__builtin_mul_overflow(nonzero_product, d, &nonzero_product) ||
-                   nonzero_product > kMax)) {
-      tensor_error(file, name, fmt::format("shape {} overflows: product too large", v.dump()));
+    if (d != 0 &&
+        (__builtin_mul_overflow(nonzero_product, d, &nonzero_product) || nonzero_product > kMax)) {
+      tensor_error(file, name, "shape {} overflows: product too large", v.dump());
     }
     numel = d == 0 ? 0 : numel * d;  // <= nonzero_product, no overflow
     shape->push_back(int64_t(d));
@@ -187,11 +197,13 @@ std::pair<uint64_t, uint64_t> parse_offsets(const std::string& file, const std::
   const uint64_t kMax = std::numeric_limits<uint64_t>::max();
   if (!v.is_array() || v.size() != 2 || !json_to_u64(v[0], kMax, &b) ||
       !json_to_u64(v[1], kMax, &e)) {
-    tensor_error(file, name, fmt::format("\"data_offsets\" must be [begin, end] with non-negative "
-                                         "integers, got {}", v.dump()));
+    tensor_error(file, name,
+                 "\"data_offsets\" must be [begin, end] with non-negative "
+                 "integers, got {}",
+                 v.dump());
   }
   if (b > e) {
-    tensor_error(file, name, fmt::format("data_offsets [{}, {}] has begin > end", b, e));
+    tensor_error(file, name, "data_offsets [{}, {}] has begin > end", b, e);
   }
   return {b, e};
 }
@@ -199,14 +211,14 @@ std::pair<uint64_t, uint64_t> parse_offsets(const std::string& file, const std::
 const json& required_field(const std::string& file, const std::string& name, const json& entry,
                            const char* key) {
   auto it = entry.find(key);
-  if (it == entry.end()) tensor_error(file, name, fmt::format("missing \"{}\"", key));
+  if (it == entry.end()) tensor_error(file, name, "missing \"{}\"", key);
   return *it;
 }
 
 TensorInfo parse_entry(const std::string& file, const std::string& name, const json& entry,
                        const HeaderLayout& layout) {
   if (!entry.is_object()) {
-    tensor_error(file, name, fmt::format("entry is not an object: {}", entry.dump()));
+    tensor_error(file, name, "entry is not an object: {}", entry.dump());
   }
   TensorInfo ti;
   ti.name = name;
@@ -215,34 +227,35 @@ TensorInfo parse_entry(const std::string& file, const std::string& name, const j
   ti.dtype_str = dtype.get<std::string>();
   DtypeSpec spec;
   if (!lookup_dtype(ti.dtype_str, &spec)) {
-    tensor_error(file, name, fmt::format("unknown dtype \"{}\"", ti.dtype_str));
+    tensor_error(file, name, "unknown dtype \"{}\"", ti.dtype_str);
   }
   ti.dtype = spec.dtype;
   ti.dtype_supported = spec.supported;
 
-  const uint64_t numel = parse_shape(file, name, required_field(file, name, entry, "shape"),
-                                     &ti.shape);
+  const uint64_t numel =
+      parse_shape(file, name, required_field(file, name, entry, "shape"), &ti.shape);
   const auto [begin, end] =
       parse_offsets(file, name, required_field(file, name, entry, "data_offsets"));
 
   uint64_t bits;
   if (__builtin_mul_overflow(numel, uint64_t(spec.bits), &bits)) {
-    tensor_error(file, name, fmt::format("shape {} of {}: size in bytes overflows",
-                                         shape_string(ti.shape), ti.dtype_str));
+    tensor_error(file, name, "shape {} of {}: size in bytes overflows", shape_string(ti.shape),
+                 ti.dtype_str);
   }
   if (bits % 8 != 0) {  // sub-byte dtypes (F4, F6_*) must fill whole bytes
-    tensor_error(file, name, fmt::format("shape {} of {} is not a whole number of bytes",
-                                         shape_string(ti.shape), ti.dtype_str));
+    tensor_error(file, name, "shape {} of {} is not a whole number of bytes",
+                 shape_string(ti.shape), ti.dtype_str);
   }
   ti.size_bytes = bits / 8;
   if (end - begin != ti.size_bytes) {
-    tensor_error(file, name, fmt::format("data_offsets [{}, {}] span {} bytes, but {} {} needs {}",
-                                         begin, end, end - begin, ti.dtype_str,
-                                         shape_string(ti.shape), ti.size_bytes));
+    tensor_error(file, name, "data_offsets [{}, {}] span {} bytes, but {} {} needs {}", begin, end,
+                 end - begin, ti.dtype_str, shape_string(ti.shape), ti.size_bytes);
   }
   if (end > layout.data_size) {
-    tensor_error(file, name, fmt::format("data_offsets [{}, {}] end past the data section ({} "
-                                         "bytes); file truncated?", begin, end, layout.data_size));
+    tensor_error(file, name,
+                 "data_offsets [{}, {}] end past the data section ({} "
+                 "bytes); file truncated?",
+                 begin, end, layout.data_size);
   }
   ti.offset = layout.data_start + begin;
   return ti;
@@ -253,8 +266,7 @@ std::map<std::string, std::string> parse_metadata(const std::string& file, const
   std::map<std::string, std::string> out;
   for (const auto& [key, value] : v.items()) {
     if (!value.is_string()) {
-      file_error(file, fmt::format("\"__metadata__\" value of '{}' is not a string: {}", key,
-                                   value.dump()));
+      file_error(file, "\"__metadata__\" value of '{}' is not a string: {}", key, value.dump());
     }
     out[key] = value.get<std::string>();
   }
@@ -272,9 +284,8 @@ void check_overlaps(const std::string& file, const std::map<std::string, TensorI
     const TensorInfo& a = *by_offset[i - 1];
     const TensorInfo& b = *by_offset[i];
     if (a.offset + a.size_bytes > b.offset) {
-      file_error(file, fmt::format("tensors '{}' and '{}' overlap (bytes [{}, {}) and [{}, {}))",
-                                   a.name, b.name, a.offset, a.offset + a.size_bytes, b.offset,
-                                   b.offset + b.size_bytes));
+      file_error(file, "tensors '{}' and '{}' overlap (bytes [{}, {}) and [{}, {}))", a.name,
+                 b.name, a.offset, a.offset + a.size_bytes, b.offset, b.offset + b.size_bytes);
     }
   }
 }
@@ -303,7 +314,8 @@ bool path_exists(const fs::path& p) {
 }
 
 bool ends_with(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 }  // namespace
@@ -333,8 +345,9 @@ class SafetensorsFile {
 
  private:
   void map_file() {
-    const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) file_error(path_, fmt::format("cannot open: {}", errno_text()));
+    // O_NONBLOCK: a FIFO in a checkpoint directory must not hang us; the S_ISREG check rejects it.
+    const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) file_error(path_, "cannot open: {}", errno_text());
     struct stat st;
     if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
       ::close(fd);
@@ -346,7 +359,7 @@ class SafetensorsFile {
       if (p == MAP_FAILED) {
         const std::string why = errno_text();
         ::close(fd);
-        file_error(path_, fmt::format("mmap of {} bytes failed: {}", size_, why));
+        file_error(path_, "mmap of {} bytes failed: {}", size_, why);
       }
       bytes_ = static_cast<const uint8_t*>(p);
     }
@@ -361,10 +374,11 @@ class SafetensorsFile {
   void parse_header() {
     const HeaderLayout layout = read_header_length(path_, bytes_, size_);
     const char* text = reinterpret_cast<const char*>(bytes_ + 8);
-    const json root = parse_json_strict(text, text + layout.header_len,
-                                        [&](const std::string& msg) { file_error(path_, msg); });
+    const json root =
+        parse_json_strict(text, text + layout.header_len,
+                          [&](const std::string& msg) { file_error(path_, "{}", msg); });
     if (!root.is_object()) {
-      file_error(path_, fmt::format("header is a JSON {}, not an object", root.type_name()));
+      file_error(path_, "header is a JSON {}, not an object", root.type_name());
     }
     for (const auto& [key, value] : root.items()) {
       if (key == kMetadataKey) {
@@ -413,8 +427,10 @@ void check_shard_name(const std::string& index, const std::string& tensor,
   const bool bad = shard.empty() || shard == "." || shard == ".." ||
                    shard.find_first_of(std::string("/\\\0", 3)) != std::string::npos;
   if (bad) {
-    fail("index '{}': tensor '{}' maps to shard '{}', which is not a plain file name in the "
-         "index's directory; refusing it", index, tensor, shard);
+    fail(
+        "index '{}': tensor '{}' maps to shard '{}', which is not a plain file name in the "
+        "index's directory; refusing it",
+        index, tensor, shard);
   }
 }
 
@@ -422,10 +438,9 @@ void check_shard_name(const std::string& index, const std::string& tensor,
 
 void TensorStore::Impl::load_index(const std::string& index_path) {
   const std::string text = read_small_file(index_path, kMaxIndexBytes);
-  const json root = parse_json_strict(text.data(), text.data() + text.size(),
-                                      [&](const std::string& msg) {
-                                        fail("index '{}': {}", index_path, msg);
-                                      });
+  const json root =
+      parse_json_strict(text.data(), text.data() + text.size(),
+                        [&](const std::string& msg) { fail("index '{}': {}", index_path, msg); });
   if (!root.is_object()) fail("index '{}': not a JSON object", index_path);
   auto meta = root.find("metadata");
   if (meta != root.end() && !meta->is_object() && !meta->is_null()) {
@@ -512,13 +527,14 @@ Tensor TensorStore::tensor(const std::string& name) const {
   const TensorInfo& ti = info(name);
   const SafetensorsFile& file = *impl_->files[size_t(ti.file_index)];
   if (!ti.dtype_supported) {
-    tensor_error(file.path(), name, fmt::format("dtype {} is not supported by mmx (supported: "
-                                                "F32, F16, BF16, F8_E4M3, I32, I64, U8)",
-                                                ti.dtype_str));
+    tensor_error(file.path(), name,
+                 "dtype {} is not supported by mmx (supported: "
+                 "F32, F16, BF16, F8_E4M3, I32, I64, U8)",
+                 ti.dtype_str);
   }
   if (ti.shape.size() > size_t(kMaxDims)) {
-    tensor_error(file.path(), name, fmt::format("shape {} has {} dims; mmx tensors have at most {}",
-                                                shape_string(ti.shape), ti.shape.size(), kMaxDims));
+    tensor_error(file.path(), name, "shape {} has {} dims; mmx tensors have at most {}",
+                 shape_string(ti.shape), ti.shape.size(), kMaxDims);
   }
   Tensor t;
   // Read-only mapping: writing through this pointer faults.
@@ -608,12 +624,19 @@ void write_bytes(TempFile& t, const void* p, size_t n) {
 void SafetensorsWriter::write(const std::string& path) const {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata_.empty()) header[kMetadataKey] = metadata_;
+  // Largest elements first (stable): every size is a power of two and every tensor a whole
+  // number of its elements, so each offset is a multiple of its element size.
+  std::vector<const Entry*> order;
+  for (const Entry& e : entries_) order.push_back(&e);
+  std::stable_sort(order.begin(), order.end(), [](const Entry* a, const Entry* b) {
+    return dtype_size(a->dtype) > dtype_size(b->dtype);
+  });
   uint64_t offset = 0;
-  for (const Entry& e : entries_) {
-    header[e.name] = {{"dtype", std::string(dtype_name(e.dtype))},
-                      {"shape", e.shape},
-                      {"data_offsets", {offset, offset + e.bytes.size()}}};
-    offset += e.bytes.size();
+  for (const Entry* e : order) {
+    header[e->name] = {{"dtype", std::string(dtype_name(e->dtype))},
+                       {"shape", e->shape},
+                       {"data_offsets", {offset, offset + e->bytes.size()}}};
+    offset += e->bytes.size();
   }
   std::string text;
   try {
@@ -631,7 +654,7 @@ void SafetensorsWriter::write(const std::string& path) const {
   if (!tmp.f) fail("safetensors writer: cannot create '{}': {}", tmp.path, errno_text());
   write_bytes(tmp, len, sizeof len);
   write_bytes(tmp, text.data(), text.size());
-  for (const Entry& e : entries_) write_bytes(tmp, e.bytes.data(), e.bytes.size());
+  for (const Entry* e : order) write_bytes(tmp, e->bytes.data(), e->bytes.size());
   const int rc = std::fclose(tmp.f);
   tmp.f = nullptr;
   if (rc != 0) fail("safetensors writer: closing '{}' failed: {}", tmp.path, errno_text());

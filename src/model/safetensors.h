@@ -79,9 +79,10 @@ class TensorStore {
   std::unique_ptr<Impl> impl_;
 };
 
-// Writes one safetensors file. Tensors are written in the order added; data is copied.
-// The header is padded with spaces so the data section starts at a multiple of 8 bytes, as the
-// reference implementation does; tensor offsets are contiguous in the order added.
+// Writes one safetensors file; data is copied on add(). As the reference implementation does, the
+// header is padded with spaces so the data section starts at a multiple of 8 bytes, and tensors
+// are laid out contiguously, largest element size first (stable: order added within a size), so
+// every tensor is aligned to its element size. Header entries follow the data order.
 class SafetensorsWriter {
  public:
   // Throws mmx::Error on a duplicate or reserved ("__metadata__") name, a negative shape entry,

@@ -235,9 +235,15 @@ TEST_F(SafetensorsMutationTest, IndexMutations) {
     for (int e = 0, n_edits = 1 + int(rng() % 2); e < n_edits && !text.empty(); ++e) {
       const size_t pos = rng() % text.size();
       switch (rng() % 3) {
-        case 0: text[pos] = kInteresting[rng() % kInteresting.size()]; break;
-        case 1: text.erase(pos, 1); break;
-        default: text[pos] = char(rng()); break;
+        case 0:
+          text[pos] = kInteresting[rng() % kInteresting.size()];
+          break;
+        case 1:
+          text.erase(pos, 1);
+          break;
+        default:
+          text[pos] = char(rng());
+          break;
       }
     }
     write_bytes(index, text);

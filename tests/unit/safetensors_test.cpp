@@ -8,6 +8,7 @@
 #include "model/safetensors.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -93,7 +94,7 @@ std::vector<uint8_t> tensor_bytes(const Tensor& t) {
   return {p, p + t.size_bytes()};
 }
 
-constexpr DType kAllDtypes[] = {DType::kF32, DType::kF16,  DType::kBF16, DType::kF8E4M3,
+constexpr DType kAllDtypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kF8E4M3,
                                 DType::kI32, DType::kI64, DType::kU8};
 
 // ---- round trips ----
@@ -138,6 +139,7 @@ TEST_F(SafetensorsTest, RoundTripEveryDtype) {
     EXPECT_EQ(ti.dtype_str, dtype_name(x.dtype));
     EXPECT_EQ(ti.shape, x.shape);
     EXPECT_EQ(ti.size_bytes, x.bytes.size());
+    EXPECT_EQ(ti.offset % dtype_size(x.dtype), 0u) << "writer must keep tensors aligned";
     EXPECT_EQ(st.file_of(x.name), file);
     const Tensor t = st.tensor(x.name);
     EXPECT_EQ(t.dtype, x.dtype);
@@ -175,6 +177,29 @@ TEST_F(SafetensorsTest, WriterProducesExactReferenceBytes) {
   EXPECT_EQ(read_file(file), want);
   EXPECT_EQ((8 + header.size()) % 8, 0u);
   EXPECT_FALSE(fs::exists(file + ".tmp"));
+}
+
+// Added small-element first, written large-element first so the F32 stays 4-byte aligned.
+TEST_F(SafetensorsTest, WriterAlignsByElementSize) {
+  const uint8_t b[3] = {7, 8, 9};
+  const float a[1] = {0.5f};
+  const uint16_t h[1] = {0x3c00};
+  SafetensorsWriter w;
+  w.add("b", DType::kU8, {3}, b, sizeof b);
+  w.add("h", DType::kF16, {1}, h, sizeof h);
+  w.add("a", DType::kF32, {1}, a, sizeof a);
+  const std::string file = path("align.safetensors");
+  w.write(file);
+
+  std::string header = R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                       R"("h":{"dtype":"F16","shape":[1],"data_offsets":[4,6]},)"
+                       R"("b":{"dtype":"U8","shape":[3],"data_offsets":[6,9]}})";
+  header.append((8 - header.size() % 8) % 8, ' ');
+  std::string want = le64(header.size()) + header;
+  want.append(reinterpret_cast<const char*>(a), sizeof a);
+  want.append(reinterpret_cast<const char*>(h), sizeof h);
+  want.append(reinterpret_cast<const char*>(b), sizeof b);
+  EXPECT_EQ(read_file(file), want);
 }
 
 TEST_F(SafetensorsTest, EmptyWriterWritesEmptyHeader) {
@@ -265,6 +290,7 @@ struct Corruption {
 
 TEST_F(SafetensorsTest, EveryHeaderCorruptionIsAnError) {
   const std::string ok_entry = R"("dtype":"F32","shape":[2],"data_offsets":[0,8])";
+  // clang-format off
   const std::vector<Corruption> cases = {
       {"not json", R"({"w": )", 0, {"not valid JSON"}},
       {"bad utf8", "{\"w\xff\":{}}", 0, {"not valid JSON"}},
@@ -338,6 +364,7 @@ TEST_F(SafetensorsTest, EveryHeaderCorruptionIsAnError) {
       {"empty header", "", 0, {"not valid JSON"}},
       {"nul padding", std::string("{}") + std::string(6, '\0'), 0, {"not valid JSON"}},
   };
+  // clang-format on
   for (const Corruption& c : cases) {
     SCOPED_TRACE(c.label);
     const std::string file = path("bad.safetensors");
@@ -378,6 +405,8 @@ TEST_F(SafetensorsTest, LegalOddities) {
 
 TEST_F(SafetensorsTest, NotAFile) {
   expect_open_error(path("missing.safetensors"), {path("missing.safetensors"), "no such file"});
+  ASSERT_EQ(mkfifo(path("fifo.safetensors").c_str(), 0600), 0);  // must not block
+  expect_open_error(path("fifo.safetensors"), {path("fifo.safetensors"), "not a regular file"});
   fs::create_directories(path("sub"));
   expect_open_error(path("sub"),
                     {path("sub"), "model.safetensors.index.json", "model.safetensors", "neither"});
@@ -456,8 +485,8 @@ TEST_F(ShardedTest, TensorInTheWrongShard) {
 
 TEST_F(ShardedTest, MissingShard) {
   write_index(R"({"a": "model-00003-of-00002.safetensors"})");
-  expect_open_error(dir_.string(), {index(), "'a'", "model-00003-of-00002.safetensors",
-                                    "does not exist"});
+  expect_open_error(dir_.string(),
+                    {index(), "'a'", "model-00003-of-00002.safetensors", "does not exist"});
 }
 
 TEST_F(ShardedTest, CorruptShardNamesTheShard) {
@@ -469,12 +498,13 @@ TEST_F(ShardedTest, CorruptShardNamesTheShard) {
 
 TEST_F(ShardedTest, HostileShardNames) {
   // A real file outside the directory, so a reader that followed "../" would succeed.
-  write_shard((dir_.parent_path() / fmt::format("mmx_st_outside_{}.safetensors", getpid())).string(),
-              {"a"}, "outside");
+  write_shard(
+      (dir_.parent_path() / fmt::format("mmx_st_outside_{}.safetensors", getpid())).string(), {"a"},
+      "outside");
   const std::string outside = fmt::format("../mmx_st_outside_{}.safetensors", getpid());
-  for (const std::string& shard : {outside, std::string(".."), std::string("."),
-                                   std::string("sub/model.safetensors"), std::string("/etc/passwd"),
-                                   std::string("a\\\\b"), std::string("")}) {
+  for (const std::string& shard :
+       {outside, std::string(".."), std::string("."), std::string("sub/model.safetensors"),
+        std::string("/etc/passwd"), std::string("a\\\\b"), std::string("")}) {
     SCOPED_TRACE(shard);
     write_index(R"({"a": ")" + shard + R"("})");
     expect_open_error(dir_.string(), {index(), "'a'", "not a plain file name"});

@@ -158,6 +158,39 @@ TEST(Matmul, ExactSizeAllocations) {
       }
 }
 
+TEST(Matmul, Fp8EveryCodeExact) {
+  // Row 0 of W holds all 256 byte codes (NaN codes 0x7f/0xff replaced by 0), row 1 the same
+  // reversed, with power-of-two block scales. With one-hot x, y[t, o] = W[o, t] exactly, through
+  // the GEMV (n = 1, 2) and the GEMM (n = 256): every code, subnormals included, decodes right.
+  Buffer w(DType::kF8E4M3, {2, 256});
+  for (int i = 0; i < 256; ++i) {
+    const uint8_t b = (i & 0x7f) == 0x7f ? 0 : uint8_t(i);
+    w.t().ptr<uint8_t>()[i] = b;
+    w.t().ptr<uint8_t>()[256 + 255 - i] = b;
+  }
+  Buffer scale(DType::kF32, {1, 3});
+  scale.f32()[0] = 0.5f;
+  scale.f32()[1] = 4.0f;
+  scale.f32()[2] = 1.0f / 1024;
+  ops::Linear lin{w.t(), scale.t(), 2, 100};
+  for (int64_t n : {1, 2, 256}) {
+    SCOPED_TRACE(fmt::format("n={}", n));
+    Buffer x(DType::kF32, {n, 256}), y(DType::kF32, {n, 2});
+    for (int64_t t = 0; t < n; ++t) x.f32()[t * 256 + (n == 256 ? t : 7 + 100 * t)] = 1.0f;
+    ops::matmul(x, lin, y.t());
+    for (int64_t t = 0; t < n; ++t) {
+      const int64_t i = n == 256 ? t : 7 + 100 * t;
+      for (int o = 0; o < 2; ++o) EXPECT_EQ(y.f32()[t * 2 + o], float(ops::ref::linear_at(lin, o, i))) << t;
+    }
+  }
+  // And a dense x against the reference, so subnormal codes meet non-trivial sums.
+  Buffer xd = random_tensor({3, 256}, 5);
+  Buffer yd(DType::kF32, {3, 2}), yd_ref(DType::kF32, {3, 2});
+  ops::matmul(xd, lin, yd.t());
+  ops::ref::matmul(xd, lin, yd_ref.t());
+  EXPECT_ALLCLOSE(yd.t(), yd_ref.t(), tol::kF32Reduce);
+}
+
 TEST(LinearDequantRows, ExactVsRef) {
   for (DType dt : {DType::kF32, DType::kF16, DType::kBF16, DType::kF8E4M3}) {
     for (const auto& s : {std::array<int64_t, 4>{5, 3, 2, 2}, std::array<int64_t, 4>{67, 100, 48, 48},

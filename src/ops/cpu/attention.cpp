@@ -31,10 +31,12 @@ template <int GB>
 inline void score_dots(const float* const* q, const float* kj, int64_t d, float scale, float* s,
                        int64_t s_stride) {
   __m256 a0[GB], a1[GB];
+  #pragma GCC unroll 8
   for (int g = 0; g < GB; ++g) a0[g] = a1[g] = _mm256_setzero_ps();
   int64_t c = 0;
   for (; c + 16 <= d; c += 16) {
     const __m256 k0 = _mm256_loadu_ps(kj + c), k1 = _mm256_loadu_ps(kj + c + 8);
+    #pragma GCC unroll 8
     for (int g = 0; g < GB; ++g) {
       a0[g] = _mm256_fmadd_ps(_mm256_loadu_ps(q[g] + c), k0, a0[g]);
       a1[g] = _mm256_fmadd_ps(_mm256_loadu_ps(q[g] + c + 8), k1, a1[g]);
@@ -42,9 +44,11 @@ inline void score_dots(const float* const* q, const float* kj, int64_t d, float 
   }
   if (c + 8 <= d) {
     const __m256 k0 = _mm256_loadu_ps(kj + c);
+    #pragma GCC unroll 8
     for (int g = 0; g < GB; ++g) a0[g] = _mm256_fmadd_ps(_mm256_loadu_ps(q[g] + c), k0, a0[g]);
     c += 8;
   }
+  #pragma GCC unroll 8
   for (int g = 0; g < GB; ++g) {
     float r = hsum(_mm256_add_ps(a0[g], a1[g]));
     for (int64_t e = c; e < d; ++e) r += q[g][e] * kj[e];
@@ -80,12 +84,15 @@ template <int NV>
 inline void pv_chunk(const float* p, const float* v, int64_t v_stride, int64_t j0, int64_t j1,
                      int64_t c, float* o, bool accumulate) {
   __m256 acc[NV];
+  #pragma GCC unroll 8
   for (int u = 0; u < NV; ++u) acc[u] = accumulate ? _mm256_loadu_ps(o + c + 8 * u) : _mm256_setzero_ps();
   for (int64_t j = j0; j < j1; ++j) {
     const __m256 pj = _mm256_broadcast_ss(p + j);
     const float* vj = v + j * v_stride + c;
+    #pragma GCC unroll 8
     for (int u = 0; u < NV; ++u) acc[u] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vj + 8 * u), acc[u]);
   }
+  #pragma GCC unroll 8
   for (int u = 0; u < NV; ++u) _mm256_storeu_ps(o + c + 8 * u, acc[u]);
 }
 

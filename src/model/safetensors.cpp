@@ -95,10 +95,13 @@ std::string shape_string(const std::vector<int64_t>& shape) {
 
 // ---- JSON ----
 
-// json::parse with two extra rules: no duplicate key in any object (nlohmann would silently keep
-// the last one), and no nesting deeper than kMaxJsonDepth. Throws mmx::Error via on_error.
+// json::parse with three extra rules: no duplicate key in any object (nlohmann would silently keep
+// the last one), no nesting deeper than kMaxJsonDepth, no NUL byte. `what` ("header", "index")
+// names the text in messages. Throws mmx::Error via on_error(message).
 template <typename OnError>
-json parse_json_strict(const char* begin, const char* end, OnError on_error) {
+json parse_json_strict(const char* begin, const char* end, std::string_view what,
+                       OnError on_error) {
+  const bool is_header = what == "header";
   std::vector<std::set<std::string>> open_objects;  // keys seen, per enclosing object
   auto callback = [&](int depth, json::parse_event_t event, json& parsed) {
     if (depth > kMaxJsonDepth) on_error(fmt::format("JSON nested deeper than {}", kMaxJsonDepth));
@@ -107,8 +110,8 @@ json parse_json_strict(const char* begin, const char* end, OnError on_error) {
     if (event == json::parse_event_t::key) {
       const std::string& key = parsed.get_ref<const std::string&>();
       if (!open_objects.back().insert(key).second) {
-        on_error(depth == 1 ? fmt::format("duplicate tensor name '{}'", key)
-                            : fmt::format("duplicate key '{}'", key));
+        on_error(is_header && depth == 1 ? fmt::format("duplicate tensor name '{}'", key)
+                                         : fmt::format("duplicate key '{}' in {}", key, what));
       }
     }
     return true;
@@ -116,17 +119,17 @@ json parse_json_strict(const char* begin, const char* end, OnError on_error) {
   // nlohmann stops at a NUL byte as if the input ended, which would silently ignore whatever
   // follows; a raw NUL is never legal JSON, so refuse it up front.
   if (std::memchr(begin, '\0', size_t(end - begin)) != nullptr) {
-    on_error("header is not valid JSON: it contains a NUL byte");
+    on_error(fmt::format("{} is not valid JSON: it contains a NUL byte", what));
   }
   try {
     return json::parse(begin, end, callback);
   } catch (const json::exception& e) {
-    on_error(fmt::format("header is not valid JSON: {}", e.what()));
+    on_error(fmt::format("{} is not valid JSON: {}", what, e.what()));
   }
   return {};  // unreachable: on_error throws
 }
 
-// A JSON integer in [0, max], or nullopt-like false.
+// Reads a JSON integer in [0, max] into *out; false for anything else (negative, float, ...).
 bool json_to_u64(const json& v, uint64_t max, uint64_t* out) {
   if (!v.is_number_unsigned()) return false;
   const uint64_t u = v.get<uint64_t>();
@@ -375,7 +378,7 @@ class SafetensorsFile {
     const HeaderLayout layout = read_header_length(path_, bytes_, size_);
     const char* text = reinterpret_cast<const char*>(bytes_ + 8);
     const json root =
-        parse_json_strict(text, text + layout.header_len,
+        parse_json_strict(text, text + layout.header_len, "header",
                           [&](const std::string& msg) { file_error(path_, "{}", msg); });
     if (!root.is_object()) {
       file_error(path_, "header is a JSON {}, not an object", root.type_name());
@@ -439,7 +442,7 @@ void check_shard_name(const std::string& index, const std::string& tensor,
 void TensorStore::Impl::load_index(const std::string& index_path) {
   const std::string text = read_small_file(index_path, kMaxIndexBytes);
   const json root =
-      parse_json_strict(text.data(), text.data() + text.size(),
+      parse_json_strict(text.data(), text.data() + text.size(), "index",
                         [&](const std::string& msg) { fail("index '{}': {}", index_path, msg); });
   if (!root.is_object()) fail("index '{}': not a JSON object", index_path);
   auto meta = root.find("metadata");

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
+
 #include "base/error.h"
 
 namespace mmx {
@@ -13,7 +15,8 @@ std::string shape_str(const std::vector<int64_t>& s) { return fmt::format("[{}]"
 
 class Loader {
  public:
-  Loader(const TensorStore& store, const ModelConfig& cfg) : store_(store), cfg_(cfg) {}
+  Loader(const TensorStore& store, const ModelConfig& cfg, std::vector<Buffer>& copies)
+      : store_(store), cfg_(cfg), copies_(copies) {}
 
   // The tensor `name`, checked to have `shape` and a floating dtype.
   Tensor get(const std::string& name, const std::vector<int64_t>& shape) const {
@@ -24,7 +27,20 @@ class Loader {
     if (info.shape != shape)
       fail("tensor \"{}\" in {} has shape {}, but config.json implies {}", name, store_.file_of(name),
            shape_str(info.shape), shape_str(shape));
-    return store_.tensor(name);
+    Tensor t = store_.tensor(name);
+    // Files written by the safetensors library align every tensor to its element size; a
+    // hand-made file may not. Kernels load whole elements, so misaligned tensors get a copy.
+    const size_t es = dtype_size(t.dtype);
+    if (es > 1 && reinterpret_cast<uintptr_t>(t.data) % es != 0) {
+      Buffer b(t.dtype, {t.numel()});
+      std::memcpy(b.t().data, t.data, t.size_bytes());
+      Tensor c = b.t();
+      c.ndim = t.ndim;
+      c.shape = t.shape;
+      copies_.push_back(std::move(b));
+      return c;
+    }
+    return t;
   }
 
   // A small tensor (norm gain, router, bias) converted to F32.
@@ -79,6 +95,7 @@ class Loader {
 
   const TensorStore& store_;
   const ModelConfig& cfg_;
+  std::vector<Buffer>& copies_;
 };
 
 }  // namespace
@@ -86,7 +103,7 @@ class Loader {
 ModelWeights load_weights(const std::string& dir, const ModelConfig& cfg,
                           void (*progress)(int, int)) {
   ModelWeights mw(TensorStore::open(dir));
-  const Loader ld(mw.store, cfg);
+  const Loader ld(mw.store, cfg, mw.copies);
   const int64_t d = cfg.d_model, qd = cfg.q_dim(), kvd = cfg.kv_dim(), f = cfg.ffn_dim;
 
   mw.embed = ld.get("model.embed_tokens.weight", {cfg.vocab_size, d});

@@ -46,6 +46,7 @@ struct LayerWeights {
 
 struct ModelWeights {
   TensorStore store;  // owns the mappings every view below points into
+  std::vector<Buffer> copies;  // aligned copies of tensors whose file offset is misaligned
   Tensor embed;       // [vocab_size, d_model] F32/F16/BF16
   std::vector<LayerWeights> layers;
   Buffer final_norm;  // [d_model] F32

@@ -43,7 +43,12 @@ struct Tensor {
   }
   size_t size_bytes() const { return size_t(numel()) * dtype_size(dtype); }
   // Number of rows when viewed as a matrix [rows, dim(-1)].
-  int64_t rows() const { return ndim == 0 ? 1 : numel() / shape[ndim - 1]; }
+  int64_t rows() const {
+    if (ndim == 0) return 1;
+    int64_t r = 1;
+    for (int i = 0; i + 1 < ndim; ++i) r *= shape[i];
+    return r;
+  }
 
   template <typename T>
   T* ptr() const { return static_cast<T*>(data); }

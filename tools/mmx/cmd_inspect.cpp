@@ -57,12 +57,12 @@ void add_inspect(CLI::App& app, Action& action) {
         const TensorInfo& ti = store.info(name);
         int64_t numel = 1;
         for (int64_t s : ti.shape) numel *= s;
-        auto& e = by_dtype[std::string(dtype_name(ti.dtype))];
+        auto& e = by_dtype[ti.dtype_str];
         ++e.first;
         e.second += ti.size_bytes;
         if (name.find("_scale_inv") == std::string::npos) n_params += numel;
         if (*verbose)
-          std::printf("  %-70s %-8s [%s]\n", name.c_str(), std::string(dtype_name(ti.dtype)).c_str(),
+          std::printf("  %-70s %-8s [%s]\n", name.c_str(), ti.dtype_str.c_str(),
                       fmt::format("{}", fmt::join(ti.shape, ", ")).c_str());
       }
       std::printf("\ntensors: %zu, %s on disk, %s parameters (excluding fp8 scales)\n", store.names().size(),

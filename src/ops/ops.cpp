@@ -5,10 +5,28 @@
 // Not here: set_n_threads / n_threads (cpu/threads.cpp), any arithmetic.
 #include "ops/ops.h"
 
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
 #include "ops/check.h"
 #include "ops/cpu/cpu.h"
 
 namespace mmx::ops {
+
+namespace {
+Backend initial_backend() {
+  const char* e = std::getenv("MMX_OPS");
+  if (e == nullptr || std::strcmp(e, "cpu") == 0 || *e == 0) return Backend::kCpu;
+  MMX_CHECK(std::strcmp(e, "ref") == 0, "MMX_OPS={}: expected cpu or ref", e);
+  return Backend::kRef;
+}
+std::atomic<Backend> g_backend{initial_backend()};
+bool use_ref() { return g_backend.load(std::memory_order_relaxed) == Backend::kRef; }
+}  // namespace
+
+void set_backend(Backend b) { g_backend.store(b, std::memory_order_relaxed); }
+Backend backend() { return g_backend.load(std::memory_order_relaxed); }
 
 void matmul(const Tensor& x, const Linear& w, Tensor& y) {
   check::matmul(x, w, y);
@@ -17,6 +35,7 @@ void matmul(const Tensor& x, const Linear& w, Tensor& y) {
     for (int64_t i = 0; i < y.numel(); ++i) y.f32()[i] = 0.0f;
     return;
   }
+  if (use_ref()) return ref::matmul(x, w, y);
   if (x.dim(0) < cpu::kGemmMinN) cpu::gemv(x, w, y);
   else cpu::gemm(x, w, y);
 }
@@ -29,23 +48,27 @@ void linear_dequant_rows(const Linear& w, int64_t row0, Tensor& out) {
 void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& y) {
   check::rms_norm(x, weight, y);
   if (x.numel() == 0) return;
+  if (use_ref()) return ref::rms_norm(x, weight, eps, y);
   cpu::rms_norm(x, weight, eps, y);
 }
 
 void add(Tensor& x, const Tensor& y) {
   check::same_f32(x, y, "add");
+  if (use_ref()) return ref::add(x, y);
   cpu::add(x, y);
 }
 
 void glu_silu(const Tensor& gate, const Tensor& up, Tensor& out) {
   check::same_f32(gate, up, "glu_silu");
   check::same_f32(gate, out, "glu_silu");
+  if (use_ref()) return ref::glu_silu(gate, up, out);
   cpu::glu_silu(gate, up, out);
 }
 
 void rope_neox(Tensor& x, const Tensor& positions, int rotary_dim, double theta) {
   check::rope_neox(x, positions, rotary_dim);
   if (rotary_dim == 0 || x.numel() == 0) return;
+  if (use_ref()) return ref::rope_neox(x, positions, rotary_dim, theta);
   cpu::rope_neox(x, positions, rotary_dim, theta);
 }
 
@@ -53,27 +76,32 @@ void attention_softmax(const Tensor& q, const Tensor& k, const Tensor& v, int64_
                        float scale, Tensor& out) {
   check::attention_softmax(q, k, v, pos0, out);
   if (out.numel() == 0) return;
+  if (use_ref()) return ref::attention_softmax(q, k, v, pos0, scale, out);
   cpu::attention_softmax(q, k, v, pos0, scale, out);
 }
 
 void moe_route_sigmoid(const Tensor& logits, const Tensor& bias, int k, Tensor& ids,
                        Tensor& weights) {
   check::moe_route_sigmoid(logits, bias, k, ids, weights);
+  if (use_ref()) return ref::moe_route_sigmoid(logits, bias, k, ids, weights);
   cpu::moe_route_sigmoid(logits, bias, k, ids, weights);
 }
 
 void rows_gather(const Tensor& src, const Tensor& row_ids, Tensor& dst) {
   check::rows_gather(src, row_ids, dst);
+  if (use_ref()) return ref::rows_gather(src, row_ids, dst);
   cpu::rows_gather(src, row_ids, dst);
 }
 
 void rows_scatter_add(const Tensor& src, const Tensor& row_ids, const Tensor& scale, Tensor& dst) {
   check::rows_scatter_add(src, row_ids, scale, dst);
+  if (use_ref()) return ref::rows_scatter_add(src, row_ids, scale, dst);
   cpu::rows_scatter_add(src, row_ids, scale, dst);
 }
 
 void embedding(const Tensor& table, const Tensor& ids, Tensor& out) {
   check::embedding(table, ids, out);
+  if (use_ref()) return ref::embedding(table, ids, out);
   cpu::embedding(table, ids, out);
 }
 

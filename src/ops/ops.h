@@ -36,6 +36,13 @@ struct Linear {
 void set_n_threads(int n);
 int n_threads();
 
+// Which implementation the ops below run. kRef routes every call to ops::ref — the naive fp64
+// oracle — so `mmx bench` can report the fast path against it side by side. The default is kCpu,
+// or kRef when the environment variable MMX_OPS=ref is set at startup.
+enum class Backend { kCpu, kRef };
+void set_backend(Backend b);
+Backend backend();
+
 // ---- matmul ----
 // y = x · Wᵀ.  x: [n, n_in] F32; y: [n, n_out] F32. n == 1 is the decode GEMV.
 void matmul(const Tensor& x, const Linear& w, Tensor& y);

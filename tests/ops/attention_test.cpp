@@ -100,6 +100,14 @@ TEST(Attention, LongerAndSharper) {
   check_attention({16, 70, 54, 2, 2, 36}, 4, 8.0f);
 }
 
+TEST(Attention, LongContextKeyMajor) {
+  // More than 4 MiB of V rows switches P·V to the key-major walk (decode from DRAM); queries on
+  // both sides of the switch in one call, and tails of the 4-key steps.
+  check_attention({1, 8203, 8202, 4, 2, 64}, 5);
+  check_attention({3, 8200, 8190, 6, 1, 24}, 6);  // rows of 96 B: switch at 43691 keys -> tiled
+  check_attention({2, 44000, 43689, 2, 1, 24}, 7);  // query 0: 43690 keys, tiled; query 1: key-major
+}
+
 TEST(Attention, ExactSizeAllocations) {
   // Operands in exactly sized heap blocks so AddressSanitizer sees any tail over-read.
   for (int64_t d : {3, 13, 37}) {

@@ -100,7 +100,8 @@ void check_matmul(const MatmulCase& c, uint64_t seed) {
 }
 
 TEST(Matmul, GridAllDtypes) {
-  const int64_t ns[] = {1, 2, 3, 4, 5, 6, 7, 13, 32};
+  // n < 32 takes the GEMV tiles (T = 1..4 tokens), n >= 32 the packed GEMM (6-token tails 1..5).
+  const int64_t ns[] = {1, 2, 3, 4, 5, 7, 13, 31, 32, 33, 37, 40, 41};
   const int64_t shapes[][2] = {{1, 1},   {5, 3},    {16, 16},  {17, 33},
                                {64, 64}, {67, 100}, {130, 257}, {40, 600}};
   uint64_t seed = 1;
@@ -116,7 +117,7 @@ TEST(Matmul, Fp8RaggedBlocks) {
   uint64_t seed = 100;
   for (const auto& b : blocks)
     for (const auto& s : shapes)
-      for (int64_t n : {1, 2, 5, 19})
+      for (int64_t n : {1, 2, 5, 19, 40})
         check_matmul({DType::kF8E4M3, n, s[0], s[1], b[0], b[1]}, seed++);
 }
 
@@ -125,6 +126,7 @@ TEST(Matmul, ModelShapes) {
   // keep the fp64 reference fast). K = 3072 is the longest reduction in the suite.
   check_matmul({DType::kF8E4M3, 1, 64, 3072}, 7);
   check_matmul({DType::kF8E4M3, 9, 48, 3072}, 8);
+  check_matmul({DType::kF8E4M3, 35, 48, 3072}, 11);
   check_matmul({DType::kBF16, 1, 64, 3072}, 9);
   check_matmul({DType::kF32, 24, 40, 1536}, 10);
 }

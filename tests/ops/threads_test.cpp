@@ -55,7 +55,8 @@ TEST_F(ThreadsTest, Matmul) {
 }
 
 TEST_F(ThreadsTest, Attention) {
-  const int64_t shapes[][6] = {{64, 64, 0, 6, 1, 128}, {1, 500, 499, 48, 8, 128}, {9, 100, 80, 4, 2, 40}};
+  const int64_t shapes[][6] = {{64, 64, 0, 6, 1, 128}, {1, 500, 499, 48, 8, 128}, {9, 100, 80, 4, 2, 40},
+                               {1, 2100, 2099, 12, 2, 128}};  // last: key-major P·V
   for (const auto& s : shapes) {
     Buffer q = random_tensor({s[0], s[3], s[5]}, 1), k = random_tensor({s[1], s[4], s[5]}, 2),
            v = random_tensor({s[1], s[4], s[5]}, 3);

@@ -134,7 +134,8 @@ void gemm(const Tensor& x, const Linear& w, Tensor& y) {
   n_tok_blocks = (n + tok_block - 1) / tok_block;
   const int64_t n_tasks = n_col_tasks * n_tok_blocks;
 
-#pragma omp parallel for schedule(static) num_threads(nt) if (n_tasks > 1)
+  const bool par = n_tasks > 1 && n * n_in * n_out >= (int64_t(1) << 17);
+#pragma omp parallel for schedule(static) num_threads(nt) if (par)
   for (int64_t task = 0; task < n_tasks; ++task) {
     const int64_t o_base = (task / n_tok_blocks) * kTaskCols;
     const int64_t t_begin = (task % n_tok_blocks) * tok_block;

@@ -1,10 +1,14 @@
-// Matmul for small n (decode GEMV, n < kGemmMinN): stream each weight row once per call,
-// converting storage dtype -> f32 in registers and doing the dot products on the fly.
+// Matmul for small n (decode GEMV and small expert batches, n < kGemmMinN): stream each weight
+// row once per call, converting storage dtype -> f32 in registers and doing the dot products on
+// the fly; never materializes f32 weights.
 //
-// Threads split the output rows in fixed groups of kRows; each row's dot product is computed by
-// one thread in a fixed order (8 f32 lanes, block partials folded with their scale, then a
-// horizontal sum), so y is bitwise independent of the thread count. The n tokens are looped
-// inside a row group, so the group's weights are read from DRAM once and from L1 for tokens 2..n.
+// A tile is R rows × T tokens (R·T <= 8 accumulators of 8 lanes): each converted weight vector is
+// used for T tokens, each x vector for R rows. Threads split the output rows in fixed groups of
+// kRows; within a group the tokens are walked in tiles of up to kMaxT, so a group's weights come
+// from DRAM once and from L1 afterwards. Every (row, token) value is the same fixed sequence of
+// fp32 FMAs (8 lanes, fp8 weights pre-multiplied by their block scale, then a horizontal sum)
+// whatever the tiling, so y is bitwise independent of the thread count and of n (a token gives
+// the same bits alone or in a batch of up to kGemmMinN - 1).
 //
 // Not here: large n (gemm.cpp packs dequantized tiles for an FMA microkernel instead).
 #include <omp.h>
@@ -20,34 +24,22 @@ namespace mmx::ops::cpu {
 
 namespace {
 
-constexpr int kRows = 4;  // output rows per group: x is loaded once per group
+constexpr int kRows = 4;  // output rows per thread-level group
+constexpr int kMaxT = 4;  // tokens per tile
 
 // Converters: load 16 / 8 weights at element i of a row as f32 (fp8: times 2^-8), or one scalar.
 struct F32Src {
   using T = float;
-  static void load16(const T* p, __m256* lo, __m256* hi) {
-    *lo = _mm256_loadu_ps(p);
-    *hi = _mm256_loadu_ps(p + 8);
-  }
   static __m256 load8(const T* p) { return _mm256_loadu_ps(p); }
   static float load1(const T* p) { return *p; }
 };
 struct BF16Src {
   using T = uint16_t;
-  static void load16(const T* p, __m256* lo, __m256* hi) {
-    *lo = bf16x8_to_f32(p);
-    *hi = bf16x8_to_f32(p + 8);
-  }
   static __m256 load8(const T* p) { return bf16x8_to_f32(p); }
   static float load1(const T* p) { return bf16_to_f32_scalar(*p); }
 };
 struct F16Src {
   using T = uint16_t;
-  static void load16(const T* p, __m256* lo, __m256* hi) {
-    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-    *lo = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
-    *hi = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
-  }
   static __m256 load8(const T* p) { return f16x8_to_f32(p); }
   static float load1(const T* p) { return f16_to_f32_scalar(*p); }
 };
@@ -71,10 +63,6 @@ struct F8Src {
     return _mm256_castsi256_ps(
         _mm256_and_si256(_mm256_slli_epi32(sx, 20), _mm256_set1_epi32(int32_t(0x87f00000u))));
   }
-  static void load16(const T* p, __m256* lo, __m256* hi) {
-    *lo = cvt8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-    *hi = cvt8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8)));
-  }
   static __m256 load8(const T* p) { return cvt8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
   static float load1(const T* p) {
     const uint32_t u = (uint32_t(int32_t(int8_t(*p))) << 20) & 0x87f00000u;
@@ -84,84 +72,85 @@ struct F8Src {
   }
 };
 
-// y[r] = sum_k W[o0 + r, k] · x[k] for r < R, over one segment [k0, k1) of the row, added into
-// acc[r] (vector) and tail[r] (scalar, for the < 8 leftover elements).
-template <class Src, int R>
-inline void dot_segment(const typename Src::T* const* rows, const float* x, int64_t k0, int64_t k1,
-                        __m256* acc, float* tail) {
+// acc[r][t] (+tail[r][t] for the < 8 leftover k) += sum_{k in [k0, k1)} W'[r, k] · x_t[k], where
+// W'[r, k] = W[o0 + r, k] · s[r] for fp8 (s = block scale · 2^56, see F8Src) and W otherwise.
+template <class Src, int R, int T, bool kScaled>
+inline void tile_segment(const typename Src::T* const* rows, const float* const* x, int64_t k0,
+                         int64_t k1, const float* s, __m256 (*acc)[T], float (*tail)[T]) {
+  __m256 sv[R];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) sv[r] = _mm256_set1_ps(kScaled ? s[r] : 1.0f);
   int64_t k = k0;
-  for (; k + 16 <= k1; k += 16) {
-    const __m256 x0 = _mm256_loadu_ps(x + k), x1 = _mm256_loadu_ps(x + k + 8);
-    #pragma GCC unroll 8
+#pragma GCC unroll 2
+  for (; k + 8 <= k1; k += 8) {
+    __m256 xv[T];
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) xv[t] = _mm256_loadu_ps(x[t] + k);
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      __m256 w0, w1;
-      Src::load16(rows[r] + k, &w0, &w1);
-      acc[r] = _mm256_fmadd_ps(w0, x0, acc[r]);
-      acc[r] = _mm256_fmadd_ps(w1, x1, acc[r]);
+      __m256 wv = Src::load8(rows[r] + k);
+      if constexpr (kScaled) wv = _mm256_mul_ps(wv, sv[r]);
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) acc[r][t] = _mm256_fmadd_ps(wv, xv[t], acc[r][t]);
     }
-  }
-  if (k + 8 <= k1) {
-    const __m256 x0 = _mm256_loadu_ps(x + k);
-    #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) acc[r] = _mm256_fmadd_ps(Src::load8(rows[r] + k), x0, acc[r]);
-    k += 8;
   }
   for (; k < k1; ++k)
-    #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) tail[r] += Src::load1(rows[r] + k) * x[k];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const float wv = kScaled ? Src::load1(rows[r] + k) * s[r] : Src::load1(rows[r] + k);
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) tail[r][t] += wv * x[t][k];
+    }
 }
 
-// Rows [o0, o0 + R) of y = x · Wᵀ for the n tokens of x ([n, n_in]) into y ([n, n_out]).
-template <class Src, int R>
-void rows_kernel(const Linear& w, int64_t o0, const float* x, int64_t n, float* y) {
+// y[t0 + t, o0 + r] for r < R, t < T.  x: [n, n_in] (fp8: pre-scaled by 2^kF8XShift); y: [n, n_out].
+template <class Src, int R, int T>
+void tile_kernel(const Linear& w, int64_t o0, const float* x, int64_t t0, float* y) {
   const int64_t n_in = w.n_in(), n_out = w.n_out();
   const typename Src::T* rows[R];
-  #pragma GCC unroll 8
+  const float* xs[T];
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) rows[r] = w.w.ptr<typename Src::T>() + (o0 + r) * n_in;
-  constexpr bool kScaled = std::is_same_v<Src, F8Src>;
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) xs[t] = x + (t0 + t) * n_in;
+  __m256 acc[R][T];
+  float tail[R][T];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps(), tail[r][t] = 0.0f;
 
-  for (int64_t t = 0; t < n; ++t) {
-    const float* xt = x + t * n_in;
-    float out[R];
-    if constexpr (!kScaled) {
-      __m256 acc[R];
-      float tail[R];
-      #pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps(), tail[r] = 0.0f;
-      dot_segment<Src, R>(rows, xt, 0, n_in, acc, tail);
-      #pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) out[r] = hsum(acc[r]) + tail[r];
-    } else {
-      // One partial per block_in segment, folded into total with that block's scale · 2^8.
-      const int64_t n_sb = w.scale.dim(1);
-      const float* srow[R];
-      #pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) srow[r] = w.scale.ptr<float>() + ((o0 + r) / w.block_out) * n_sb;
-      __m256 total[R];
-      float total_tail[R];
-      #pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) total[r] = _mm256_setzero_ps(), total_tail[r] = 0.0f;
-      for (int64_t kb = 0; kb < n_sb; ++kb) {
-        const int64_t k0 = kb * w.block_in, k1 = std::min<int64_t>(n_in, k0 + w.block_in);
-        __m256 acc[R];
-        float tail[R];
-        #pragma GCC unroll 8
-        for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps(), tail[r] = 0.0f;
-        dot_segment<Src, R>(rows, xt, k0, k1, acc, tail);
-        #pragma GCC unroll 8
-        for (int r = 0; r < R; ++r) {
-          const float s = srow[r][kb] * kF8ScaleMul;
-          total[r] = _mm256_fmadd_ps(acc[r], _mm256_set1_ps(s), total[r]);
-          total_tail[r] += tail[r] * s;
-        }
-      }
-      #pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) out[r] = hsum(total[r]) + total_tail[r];
+  if constexpr (std::is_same_v<Src, F8Src>) {
+    const int64_t n_sb = w.scale.dim(1);
+    const float* srow[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) srow[r] = w.scale.ptr<float>() + ((o0 + r) / w.block_out) * n_sb;
+    for (int64_t kb = 0; kb < n_sb; ++kb) {
+      const int64_t k0 = kb * w.block_in, k1 = std::min<int64_t>(n_in, k0 + w.block_in);
+      float s[R];
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) s[r] = srow[r][kb] * kF8ScaleMul;
+      tile_segment<Src, R, T, true>(rows, xs, k0, k1, s, acc, tail);
     }
-    #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) y[t * n_out + o0 + r] = out[r];
+  } else {
+    tile_segment<Src, R, T, false>(rows, xs, 0, n_in, nullptr, acc, tail);
   }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) y[(t0 + t) * n_out + o0 + r] = hsum(acc[r][t]) + tail[r][t];
 }
+
+using TileFn = void (*)(const Linear&, int64_t, const float*, int64_t, float*);
+
+// kTiles<Src>[R - 1][T - 1]; R·T <= 8 keeps acc + x + w within the 16 ymm registers.
+template <class Src>
+constexpr TileFn kTiles[4][4] = {
+    {tile_kernel<Src, 1, 1>, tile_kernel<Src, 1, 2>, tile_kernel<Src, 1, 3>, tile_kernel<Src, 1, 4>},
+    {tile_kernel<Src, 2, 1>, tile_kernel<Src, 2, 2>, tile_kernel<Src, 2, 3>, tile_kernel<Src, 2, 4>},
+    {tile_kernel<Src, 3, 1>, tile_kernel<Src, 3, 2>, nullptr, nullptr},
+    {tile_kernel<Src, 4, 1>, tile_kernel<Src, 4, 2>, nullptr, nullptr},
+};
 
 template <class Src>
 void gemv_typed(const Tensor& x, const Linear& w, Tensor& y) {
@@ -179,12 +168,14 @@ void gemv_typed(const Tensor& x, const Linear& w, Tensor& y) {
   const bool par = n_out * w.n_in() * n >= (int64_t(1) << 15);
 #pragma omp parallel for schedule(static) num_threads(threads()) if (par)
   for (int64_t g = 0; g < n_groups; ++g) {
-    const int64_t o0 = g * kRows;
-    switch (std::min<int64_t>(kRows, n_out - o0)) {
-      case 4: rows_kernel<Src, 4>(w, o0, xp, n, yp); break;
-      case 3: rows_kernel<Src, 3>(w, o0, xp, n, yp); break;
-      case 2: rows_kernel<Src, 2>(w, o0, xp, n, yp); break;
-      default: rows_kernel<Src, 1>(w, o0, xp, n, yp); break;
+    const int64_t o_begin = g * kRows, o_end = std::min(n_out, o_begin + kRows);
+    for (int64_t t0 = 0; t0 < n; t0 += kMaxT) {
+      const int tt = int(std::min<int64_t>(kMaxT, n - t0));
+      const int r_max = tt <= 2 ? 4 : 2;
+      for (int64_t o0 = o_begin; o0 < o_end; o0 += r_max) {
+        const int rr = int(std::min<int64_t>(r_max, o_end - o0));
+        kTiles<Src>[rr - 1][tt - 1](w, o0, xp, t0, yp);
+      }
     }
   }
 }

@@ -15,6 +15,7 @@
 #include "model/model.h"
 #include "model/safetensors.h"
 #include "model/tiny.h"
+#include "ops/ops.h"
 #include "testing/allclose.h"
 
 namespace mmx {
@@ -98,6 +99,17 @@ TEST_P(M2Consistency, LastRowLogitsEqualAllRows) {
   Buffer last(DType::kF32, {1, V});
   model->forward(fb, kv, last.t());
   EXPECT_ALLCLOSE(last.t(), full.t().rows_range(8, 9), testing::tol::kF32);
+}
+
+// The whole model on the fast CPU ops vs the same model on the fp64 reference ops.
+TEST_P(M2Consistency, FastOpsMatchReferenceOps) {
+  auto model = load_model(tiny_dir(GetParam(), 11));
+  const auto ids = random_ids(12, int(model->config().vocab_size), 9);
+  const Buffer fast = run_chunked(*model, ids, 12);
+  ops::set_backend(ops::Backend::kRef);
+  const Buffer ref = run_chunked(*model, ids, 12);
+  ops::set_backend(ops::Backend::kCpu);
+  EXPECT_ALLCLOSE(fast.t(), ref.t(), kPathTol);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, M2Consistency, ::testing::Values("f32", "bf16", "fp8"));

@@ -3,15 +3,33 @@
 #include <algorithm>
 #include <chrono>
 
+#include "base/clock.h"
 #include "base/error.h"
 
 namespace mmx {
 
-namespace {
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+Buffer prefill_logits(Model& model, const std::vector<int32_t>& ids, int64_t chunk) {
+  const ModelConfig& c = model.config();
+  const int64_t n = int64_t(ids.size());
+  if (n == 0) fail("no token ids given");
+  if (n > c.max_position) fail("{} ids exceed the model context of {} positions", n, c.max_position);
+  if (chunk <= 0) chunk = n;
+  KvCache kv = model.make_cache(n);
+  std::vector<int32_t> tok(ids), pos(n);
+  for (int64_t i = 0; i < n; ++i) pos[i] = int32_t(i);
+  Buffer logits(DType::kF32, {n, c.vocab_size});  // [n, vocab]
+  for (int64_t b = 0; b < n; b += chunk) {
+    const int64_t e = std::min(n, b + chunk);
+    ForwardBatch fb;
+    fb.tokens = Tensor(tok.data() + b, DType::kI32, {e - b});
+    fb.positions = Tensor(pos.data() + b, DType::kI32, {e - b});
+    fb.pos0 = b;
+    fb.all_logits = true;
+    Tensor rows = logits.t().rows_range(b, e);
+    model.forward(fb, kv, rows);
+  }
+  return logits;
 }
-}  // namespace
 
 std::vector<int32_t> generate(Model& model, const std::vector<int32_t>& prompt, int n_new,
                               Sampler& sampler, const std::vector<int64_t>& stop_ids,

@@ -23,4 +23,8 @@ std::vector<int32_t> generate(Model& model, const std::vector<int32_t>& prompt, 
                               Sampler& sampler, const std::vector<int64_t>& stop_ids,
                               const std::function<bool(int32_t)>& on_token, GenerateStats* stats);
 
+// All-position logits of `ids` [n, vocab], prefilling in chunks of `chunk` tokens (0 = all at
+// once) into a fresh cache. Used by `mmx logits` and the chunked == unchunked tests.
+Buffer prefill_logits(Model& model, const std::vector<int32_t>& ids, int64_t chunk);
+
 }  // namespace mmx

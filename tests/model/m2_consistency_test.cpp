@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "base/error.h"
+#include "engine/generate.h"
 #include "model/model.h"
 #include "model/safetensors.h"
 #include "model/tiny.h"
@@ -51,25 +52,8 @@ std::vector<int32_t> random_ids(int n, int vocab, uint64_t seed) {
   return ids;
 }
 
-// Runs ids through the model in chunks of `chunk`; returns all-position logits [n, vocab].
 Buffer run_chunked(Model& m, const std::vector<int32_t>& ids, int chunk) {
-  const int64_t n = int64_t(ids.size()), V = m.config().vocab_size;
-  KvCache kv = m.make_cache(n);
-  std::vector<int32_t> tok(ids), pos(n);
-  for (int64_t i = 0; i < n; ++i) pos[i] = int32_t(i);
-  Buffer logits(DType::kF32, {n, V});
-  for (int64_t b = 0; b < n; b += chunk) {
-    const int64_t e = std::min<int64_t>(n, b + chunk);
-    ForwardBatch fb;
-    fb.tokens = Tensor(tok.data() + b, DType::kI32, {e - b});
-    fb.positions = Tensor(pos.data() + b, DType::kI32, {e - b});
-    fb.pos0 = b;
-    fb.all_logits = true;
-    Tensor rows = logits.t().rows_range(b, e);
-    m.forward(fb, kv, rows);
-  }
-  EXPECT_EQ(kv.n_past(), n);
-  return logits;
+  return prefill_logits(m, ids, chunk);
 }
 
 class M2Consistency : public ::testing::TestWithParam<std::string> {};

@@ -1,5 +1,7 @@
 #include "bench_peak.h"
 
+#include "base/clock.h"
+
 #include <immintrin.h>
 #include <omp.h>
 
@@ -10,16 +12,6 @@
 #include <vector>
 
 namespace mmx::cli {
-
-namespace {
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-}  // namespace
 
 MemBandwidth measure_bandwidth(int size_mb, int reps, int nt) {
   const size_t n = size_t(size_mb) << 20;  // bytes per array

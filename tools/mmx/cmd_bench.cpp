@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <random>
 
+#include "base/clock.h"
 #include "bench_peak.h"
 #include "common.h"
 #include "engine/sampler.h"
@@ -19,14 +20,6 @@
 namespace mmx::cli {
 
 namespace {
-
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
 
 // What one token costs: bytes streamed by a decode step and FLOPs of the weight GEMMs.
 struct TokenCost {

@@ -5,7 +5,7 @@
 
 #include "base/error.h"
 #include "common.h"
-#include "model/model.h"
+#include "engine/generate.h"
 #include "model/trace.h"
 #include "ops/ops.h"
 
@@ -35,32 +35,15 @@ void add_logits(CLI::App& app, Action& action) {
       ops::set_n_threads(o->threads);
       std::vector<int32_t> ids = parse_ids(o->ids);
       auto model = load_model(o->model, progress_bar);
-      const ModelConfig& cfg = model->config();
-      const int64_t n = int64_t(ids.size());
-      if (n > cfg.max_position) fail("{} ids exceed the model context of {}", n, cfg.max_position);
       if (!o->dump_dir.empty()) trace_set_dir(o->dump_dir);
-      KvCache kv = model->make_cache(n);
-      std::vector<int32_t> pos(n);
-      for (int64_t i = 0; i < n; ++i) pos[i] = int32_t(i);
-      Buffer logits(DType::kF32, {n, cfg.vocab_size});  // [n_ids, vocab]
-      const int64_t chunk = o->chunk > 0 ? o->chunk : n;
-      for (int64_t b = 0; b < n; b += chunk) {
-        const int64_t e = std::min(n, b + chunk);
-        ForwardBatch fb;
-        fb.tokens = Tensor(ids.data() + b, DType::kI32, {e - b});
-        fb.positions = Tensor(pos.data() + b, DType::kI32, {e - b});
-        fb.pos0 = b;
-        fb.all_logits = true;
-        Tensor rows = logits.t().rows_range(b, e);
-        model->forward(fb, kv, rows);
-      }
+      const Buffer logits = prefill_logits(*model, ids, o->chunk);
       FILE* f = std::fopen(o->out.c_str(), "wb");
       if (!f) fail("cannot write {}", o->out);
       const size_t bytes = logits.t().size_bytes();
       const bool ok = std::fwrite(logits.t().data, 1, bytes, f) == bytes;
       if (std::fclose(f) != 0 || !ok) fail("error writing {}", o->out);
-      std::fprintf(stderr, "wrote %lld x %lld logits to %s\n", (long long)n, (long long)cfg.vocab_size,
-                   o->out.c_str());
+      std::fprintf(stderr, "wrote %lld x %lld logits to %s\n", (long long)logits.t().dim(0),
+                   (long long)logits.t().dim(1), o->out.c_str());
     };
   });
 }

@@ -45,6 +45,11 @@ Backend backend();
 
 // ---- matmul ----
 // y = x · Wᵀ.  x: [n, n_in] F32; y: [n, n_out] F32. n == 1 is the decode GEMV.
+// Fast path (cpu/gemv.cpp, cpu/gemm.cpp): n < 32 streams W once with on-the-fly conversion, and
+// a token's row of y has the same bits whatever else is in the batch; n >= 32 is a packed GEMM.
+// Output is bitwise independent of n_threads(). F8E4M3 weights must not contain the NaN codes
+// 0x7f/0xff (they decode as finite numbers here), and the GEMV reads subnormal fp8 codes as
+// 0 if the caller has turned on DAZ (denormals-are-zero, e.g. a -ffast-math main).
 void matmul(const Tensor& x, const Linear& w, Tensor& y);
 
 // Dequantize rows [row0, row0 + out.dim(0)) of w into out: [n_rows, n_in] F32.
@@ -103,7 +108,8 @@ void rows_scatter_add(const Tensor& src, const Tensor& row_ids, const Tensor& sc
 void embedding(const Tensor& table, const Tensor& ids, Tensor& out);
 
 // ---- conversion ----
-// out = float(x) elementwise. x: any float dtype (F8E4M3 without scales); out: same numel, F32.
+// out = float(x) elementwise. x: any float dtype (F8E4M3 without scales; NaN codes stay NaN);
+// out: same numel, F32. out may alias x only when x is F32 (then nothing happens).
 void to_f32(const Tensor& x, Tensor& out);
 
 }  // namespace mmx::ops

@@ -193,6 +193,23 @@ TEST(Matmul, Fp8EveryCodeExact) {
   EXPECT_ALLCLOSE(yd.t(), yd_ref.t(), tol::kF32Reduce);
 }
 
+TEST(Matmul, SmallBatchRowsMatchSingleToken) {
+  // Below the GEMM threshold a token's output has the same bits alone or inside a batch (the
+  // tiles change which tokens share a weight load, never the arithmetic of one (row, token)).
+  for (DType dt : {DType::kF32, DType::kBF16, DType::kF8E4M3}) {
+    OwnedLinear w = make_linear(dt, 37, 300, 21, 16, 48);
+    Buffer x = random_tensor({31, 300}, 22);
+    Buffer y(DType::kF32, {31, 37});
+    ops::matmul(x, w.lin, y.t());
+    for (int64_t n : {1, 2, 3, 5, 31}) {
+      SCOPED_TRACE(fmt::format("{} batch of {}", dtype_name(dt), n));
+      Buffer yn(DType::kF32, {n, 37});
+      ops::matmul(x.t().rows_range(31 - n, 31), w.lin, yn.t());
+      EXPECT_TRUE(bitwise_equal(yn.t(), y.t().rows_range(31 - n, 31)));
+    }
+  }
+}
+
 TEST(LinearDequantRows, ExactVsRef) {
   for (DType dt : {DType::kF32, DType::kF16, DType::kBF16, DType::kF8E4M3}) {
     for (const auto& s : {std::array<int64_t, 4>{5, 3, 2, 2}, std::array<int64_t, 4>{67, 100, 48, 48},

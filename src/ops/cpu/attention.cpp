@@ -1,16 +1,19 @@
 // Fast causal GQA softmax attention over a contiguous KV cache (contract in ops.h).
 //
-// One task = (query i, KV head): the G = n_heads / n_kv_heads query heads that share the KV head
-// are done together, so each K row and each V block is read once per task, not G times.
+// One task = (query i, a block of KV heads). Keys are walked in address order across all heads
+// of the block, since one key's row [n_kv_heads, head_dim] is contiguous (4 KiB, one page, for
+// M2) while one head's rows are a page apart. Decode splits the KV heads over the threads;
+// prefill gives each task all heads. Per query head g of KV head h:
 //   1. scores[g][j] = scale · q_g·k_j for the causal range j <= pos0 + i  (AVX2 dots);
 //   2. two-pass softmax in fp32: max, then exp (vector polynomial) and a fixed-order sum;
-//   3. out_g = (sum_j p_gj v_j) / sum_j p_gj, with V walked in blocks of kKeyBlock keys so a
-//      block stays in L1 while all G heads and all head_dim chunks use it.
-// Tasks are independent and each is done by one thread in a fixed order, so the output is
-// bitwise independent of the thread count.
+//   3. out_g = (sum_j p_gj v_j) / sum_j p_gj: register-tiled over blocks of kKeyBlock keys when
+//      V is cache-sized, key-major (each V row read once, in order) when it streams from DRAM.
+//      Both are the same fp32 FMA chain over j per output element, so they agree bitwise.
+// Every (query, head) output is computed by one thread in a fixed order, so the result is
+// bitwise independent of the thread count and of how heads are grouped into tasks.
 //
 // Not here: paged KV (the cache is a contiguous [n_kv, n_kv_heads, head_dim] view), masks other
-// than causal, online-softmax splitting of one query over threads.
+// than causal, splitting one query's keys over threads (flash-decoding).
 #include <omp.h>
 
 #include <algorithm>
@@ -37,12 +40,12 @@ template <int GB>
 inline void score_dots(const float* const* q, const float* kj, int64_t d, float scale, float* s,
                        int64_t s_stride) {
   __m256 a0[GB], a1[GB];
-  #pragma GCC unroll 8
+#pragma GCC unroll 8
   for (int g = 0; g < GB; ++g) a0[g] = a1[g] = _mm256_setzero_ps();
   int64_t c = 0;
   for (; c + 16 <= d; c += 16) {
     const __m256 k0 = _mm256_loadu_ps(kj + c), k1 = _mm256_loadu_ps(kj + c + 8);
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int g = 0; g < GB; ++g) {
       a0[g] = _mm256_fmadd_ps(_mm256_loadu_ps(q[g] + c), k0, a0[g]);
       a1[g] = _mm256_fmadd_ps(_mm256_loadu_ps(q[g] + c + 8), k1, a1[g]);
@@ -50,11 +53,11 @@ inline void score_dots(const float* const* q, const float* kj, int64_t d, float 
   }
   if (c + 8 <= d) {
     const __m256 k0 = _mm256_loadu_ps(kj + c);
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int g = 0; g < GB; ++g) a0[g] = _mm256_fmadd_ps(_mm256_loadu_ps(q[g] + c), k0, a0[g]);
     c += 8;
   }
-  #pragma GCC unroll 8
+#pragma GCC unroll 8
   for (int g = 0; g < GB; ++g) {
     float r = hsum(_mm256_add_ps(a0[g], a1[g]));
     for (int64_t e = c; e < d; ++e) r += q[g][e] * kj[e];

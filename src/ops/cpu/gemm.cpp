@@ -74,18 +74,18 @@ template <int MR>
 void micro(const float* x, int64_t ldx, const float* packed, int64_t kc, float* y, int64_t ldy,
            int cols, bool accumulate) {
   __m256 c0[MR], c1[MR];
-  #pragma GCC unroll 8
+#pragma GCC unroll 8
   for (int m = 0; m < MR; ++m) c0[m] = c1[m] = _mm256_setzero_ps();
   for (int64_t k = 0; k < kc; ++k) {
     const __m256 w0 = _mm256_load_ps(packed + k * kNr), w1 = _mm256_load_ps(packed + k * kNr + 8);
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int m = 0; m < MR; ++m) {
       const __m256 a = _mm256_broadcast_ss(x + m * ldx + k);
       c0[m] = _mm256_fmadd_ps(a, w0, c0[m]);
       c1[m] = _mm256_fmadd_ps(a, w1, c1[m]);
     }
   }
-  #pragma GCC unroll 8
+#pragma GCC unroll 8
   for (int m = 0; m < MR; ++m) {
     float* yr = y + m * ldy;
     if (cols == kNr) {

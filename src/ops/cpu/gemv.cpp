@@ -76,13 +76,22 @@ struct F8Src {
 // W'[r, k] = W[o0 + r, k] · s[r] for fp8 (s = block scale · 2^56, see F8Src) and W otherwise.
 template <class Src, int R, int T, bool kScaled>
 inline void tile_segment(const typename Src::T* const* rows, const float* const* x, int64_t k0,
-                         int64_t k1, const float* s, __m256 (*acc)[T], float (*tail)[T]) {
+                         int64_t k1, const float* s, __m256 (*acc)[T], float (*tail)[T],
+                         int64_t pf_dist /* elements ahead to prefetch */) {
+  constexpr int64_t kPerLine = 64 / int64_t(sizeof(typename Src::T));
   __m256 sv[R];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) sv[r] = _mm256_set1_ps(kScaled ? s[r] : 1.0f);
   int64_t k = k0;
 #pragma GCC unroll 2
   for (; k + 8 <= k1; k += 8) {
+    // Rows are short streams (3 KiB for fp8 at n_in 3072) that the hardware prefetchers pick
+    // up late; fetch the next row group (this thread's next work) one line per line consumed.
+    // Measured single-thread on [6144, 3072] fp8: 5.8 -> 9 GB/s; bf16: 10 -> 12 GB/s.
+    if ((k & (kPerLine - 1)) == 0)
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r)
+        _mm_prefetch(reinterpret_cast<const char*>(rows[r] + k + pf_dist), _MM_HINT_T0);
     __m256 xv[T];
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) xv[t] = _mm256_loadu_ps(x[t] + k);
@@ -130,10 +139,10 @@ void tile_kernel(const Linear& w, int64_t o0, const float* x, int64_t t0, float*
       float s[R];
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) s[r] = srow[r][kb] * kF8ScaleMul;
-      tile_segment<Src, R, T, true>(rows, xs, k0, k1, s, acc, tail);
+      tile_segment<Src, R, T, true>(rows, xs, k0, k1, s, acc, tail, kRows * n_in);
     }
   } else {
-    tile_segment<Src, R, T, false>(rows, xs, 0, n_in, nullptr, acc, tail);
+    tile_segment<Src, R, T, false>(rows, xs, 0, n_in, nullptr, acc, tail, kRows * n_in);
   }
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)

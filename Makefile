@@ -29,6 +29,7 @@ run: build $(TINY)/model.safetensors
 	$(MMX) generate -m $(TINY) --ids 505,72,101,108,108,111 -n 32 --temp 0.8 --top-p 0.95 --seed 7 --stats
 
 test: build
+	@bash scripts/npm_setup.sh $(BUILD)
 	cd $(BUILD) && ctest -L "unit|ops|model|server" --output-on-failure -j 2
 
 bench: build

@@ -8,7 +8,13 @@ PKGS=(
   nlohmann-json3-dev libfmt-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-numpy
+  libpcre2-dev
 )
+# Node.js + npm run the reference tokenizer / template engine in the tests. Any node >= 18 will
+# do; install Debian's only when there is none (a machine may have one from elsewhere).
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  PKGS+=(nodejs npm)
+fi
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -14,6 +14,8 @@ int main(int argc, char** argv) {
   mmx::cli::add_make_tiny(app, action);
   mmx::cli::add_inspect(app, action);
   mmx::cli::add_bench(app, action);
+  mmx::cli::add_tokenize(app, action);
+  mmx::cli::add_chat_template(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,1 @@
+// placeholder: the chat output parser is being written

@@ -1,0 +1,1 @@
+// placeholder: the tokenizer library is being written

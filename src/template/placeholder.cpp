@@ -1,0 +1,1 @@
+// placeholder: the template engine is being written

@@ -68,16 +68,17 @@ void add_fp8_synthetic(SafetensorsWriter& w, Gen& g, const std::string& name, in
   w.add(name + "_scale_inv", DType::kF32, {sr, sc}, scale.data(), scale.size() * 4);
 }
 
-// Adds a tensor in storage dtype `dt` ("f32" | "bf16"); fp8 goes through add_fp8.
+// Adds a tensor in storage dtype `dt` ("f32" | "f16" | "bf16"); fp8 goes through add_fp8.
 void add_float(SafetensorsWriter& w, const std::string& name, std::vector<int64_t> shape,
                const std::vector<float>& v, const std::string& dt) {
   if (dt == "f32") {
     w.add(name, DType::kF32, std::move(shape), v.data(), v.size() * 4);
     return;
   }
+  const bool f16 = dt == "f16";
   std::vector<uint16_t> h(v.size());
-  for (size_t i = 0; i < v.size(); ++i) h[i] = f32_to_bf16(v[i]);
-  w.add(name, DType::kBF16, std::move(shape), h.data(), h.size() * 2);
+  for (size_t i = 0; i < v.size(); ++i) h[i] = f16 ? f32_to_f16(v[i]) : f32_to_bf16(v[i]);
+  w.add(name, f16 ? DType::kF16 : DType::kBF16, std::move(shape), h.data(), h.size() * 2);
 }
 
 // FP8 E4M3 with [ceil(rows/b), ceil(cols/b)] F32 multipliers stored as `<name>_scale_inv`.
@@ -112,8 +113,8 @@ void write_text(const std::filesystem::path& p, const std::string& s) {
 
 void write_tiny_checkpoint(const TinyOptions& o) {
   if (o.arch != "minimax_m2") fail("make-tiny: unknown --arch \"{}\" (supported: minimax_m2)", o.arch);
-  if (o.dtype != "f32" && o.dtype != "bf16" && o.dtype != "fp8")
-    fail("make-tiny: unknown --dtype \"{}\" (supported: f32, bf16, fp8)", o.dtype);
+  if (o.dtype != "f32" && o.dtype != "f16" && o.dtype != "bf16" && o.dtype != "fp8")
+    fail("make-tiny: unknown --dtype \"{}\" (supported: f32, f16, bf16, fp8)", o.dtype);
   if (o.fp8_block <= 0) fail("make-tiny: --fp8-block must be positive");
   if (o.n_heads % o.n_kv_heads != 0 || o.rotary_dim > o.head_dim || o.rotary_dim % 2 != 0 ||
       o.n_experts_active > o.n_experts)
@@ -203,7 +204,7 @@ void write_tiny_checkpoint(const TinyOptions& o) {
       {"router_jitter_noise", 0.0},
       {"bos_token_id", tok.bos_id},
       {"eos_token_id", tok.eos_id},
-      {"torch_dtype", o.dtype == "f32" ? "float32" : "bfloat16"},
+      {"torch_dtype", o.dtype == "f32" ? "float32" : o.dtype == "f16" ? "float16" : "bfloat16"},
   };
   if (fp8)
     cfg["quantization_config"] = {{"quant_method", "fp8"},

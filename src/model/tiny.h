@@ -12,7 +12,7 @@ namespace mmx {
 struct TinyOptions {
   std::string arch = "minimax_m2";
   std::string out_dir;
-  std::string dtype = "f32";  // f32 | bf16 | fp8
+  std::string dtype = "f32";  // f32 | f16 | bf16 | fp8
   uint64_t seed = 0;
   int fp8_block = 128;        // quantization_config.weight_block_size = [b, b]
   int n_layers = 4;

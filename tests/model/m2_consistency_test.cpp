@@ -96,7 +96,7 @@ TEST_P(M2Consistency, FastOpsMatchReferenceOps) {
   EXPECT_ALLCLOSE(fast.t(), ref.t(), kPathTol);
 }
 
-INSTANTIATE_TEST_SUITE_P(Dtypes, M2Consistency, ::testing::Values("f32", "bf16", "fp8"));
+INSTANTIATE_TEST_SUITE_P(Dtypes, M2Consistency, ::testing::Values("f32", "f16", "bf16", "fp8"));
 
 TEST(M2Errors, InvalidTokenIdIsRefusedAndCacheUntouched) {
   auto model = load_model(tiny_dir("f32", 11));

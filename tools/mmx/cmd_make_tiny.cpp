@@ -11,8 +11,8 @@ void add_make_tiny(CLI::App& app, Action& action) {
   CLI::App* c = app.add_subcommand("make-tiny", "Write a seeded tiny random checkpoint (HF layout, real tensor names)");
   c->add_option("--arch", o->arch, "Model family: minimax_m2");
   c->add_option("-o,--out", o->out_dir, "Output directory")->required();
-  c->add_option("--dtype", o->dtype, "Weight dtype: f32, bf16 or fp8 (e4m3 + block scales)")
-      ->check(CLI::IsMember({"f32", "bf16", "fp8"}));
+  c->add_option("--dtype", o->dtype, "Weight dtype: f32, f16, bf16 or fp8 (e4m3 + block scales)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "fp8"}));
   c->add_option("--seed", o->seed, "Random seed");
   c->add_option("--fp8-block", o->fp8_block, "FP8 block size (weight_block_size [b, b]); real M2 uses 128")
       ->check(CLI::PositiveNumber);

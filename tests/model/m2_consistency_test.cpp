@@ -4,7 +4,10 @@
 // The numerics against the independent float64 reference live in m2_reference_check.py.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <set>
 #include <unistd.h>
@@ -44,6 +47,20 @@ std::string tiny_dir(const std::string& dtype, uint64_t seed) {
   }
   return d.string();
 }
+
+// Removes this process's temporary checkpoints when the test program ends.
+class TempCleanup : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    const std::string tag = fmt::format("_{}_", ::getpid());
+    for (const auto& e : fs::directory_iterator(fs::temp_directory_path()))
+      if (e.path().filename().string().rfind("mmx_m2_", 0) == 0 &&
+          e.path().filename().string().find(tag) != std::string::npos)
+        fs::remove_all(e.path());
+  }
+};
+[[maybe_unused]] ::testing::Environment* const kCleanup =
+    ::testing::AddGlobalTestEnvironment(new TempCleanup);
 
 std::vector<int32_t> random_ids(int n, int vocab, uint64_t seed) {
   std::mt19937 rng(seed);
@@ -131,7 +148,7 @@ TEST(M2Errors, ContextOverflowIsAnError) {
 
 // Rewrites the tiny checkpoint with one tensor dropped or reshaped; loading must name it.
 std::string broken_copy(const std::string& src, const std::string& victim, bool drop) {
-  const fs::path d = fs::temp_directory_path() / fmt::format("mmx_m2_broken_{}_{}", ::getpid(), drop);
+  const fs::path d = fs::temp_directory_path() / fmt::format("mmx_m2_broken_{}_{}", ::getpid(), int(drop));
   fs::create_directories(d);
   fs::copy_file(fs::path(src) / "config.json", d / "config.json", fs::copy_options::overwrite_existing);
   const TensorStore st = TensorStore::open(src);
@@ -145,6 +162,34 @@ std::string broken_copy(const std::string& src, const std::string& victim, bool 
   }
   w.write((d / "model.safetensors").string());
   return d.string();
+}
+
+// The same checkpoint split over two shards + model.safetensors.index.json gives the same logits.
+TEST(M2Sharded, ShardedEqualsSingleFile) {
+  const std::string src = tiny_dir("bf16", 11);
+  const fs::path d = fs::temp_directory_path() / fmt::format("mmx_m2_sharded_{}_", ::getpid());
+  fs::create_directories(d);
+  fs::copy_file(fs::path(src) / "config.json", d / "config.json", fs::copy_options::overwrite_existing);
+  const TensorStore st = TensorStore::open(src);
+  SafetensorsWriter w[2];
+  nlohmann::json index = {{"metadata", {{"total_size", st.total_bytes()}}}, {"weight_map", nlohmann::json::object()}};
+  int i = 0;
+  for (const auto& name : st.names()) {
+    const Tensor t = st.tensor(name);
+    const int shard = (i++ % 2);
+    w[shard].add(name, t.dtype, std::vector<int64_t>(t.shape.begin(), t.shape.begin() + t.ndim), t.data,
+                 t.size_bytes());
+    index["weight_map"][name] = fmt::format("model-0000{}-of-00002.safetensors", shard + 1);
+  }
+  for (int s = 0; s < 2; ++s) w[s].write((d / fmt::format("model-0000{}-of-00002.safetensors", s + 1)).string());
+  std::ofstream(d / "model.safetensors.index.json") << index.dump();
+
+  auto single = load_model(src);
+  auto sharded = load_model(d.string());
+  const auto ids = random_ids(10, int(single->config().vocab_size), 4);
+  const Buffer a = run_chunked(*single, ids, 10), b = run_chunked(*sharded, ids, 10);
+  EXPECT_EQ(0, std::memcmp(a.t().data, b.t().data, a.t().size_bytes()));
+  fs::remove_all(d);
 }
 
 TEST(M2Errors, MissingAndMisshapedTensorsAreNamed) {

@@ -1,7 +1,6 @@
 #include "model/layers/moe.h"
 
 #include <cstring>
-#include <vector>
 
 #include "model/trace.h"
 #include "ops/ops.h"
@@ -9,7 +8,7 @@
 namespace mmx::layers {
 
 namespace {
-enum Slot { kLogits = 200, kIds, kWeights, kRows, kScale, kXe, kGate, kUp, kAct, kYe };
+enum Slot { kLogits = 200, kIds, kWeights, kCount, kFill, kRows, kScale, kXe, kGate, kUp, kAct, kYe };
 }
 
 void moe(const Tensor& x, const MoeWeights& w, const MoeParams& p, int il, Scratch& s, Tensor& out) {
@@ -25,7 +24,10 @@ void moe(const Tensor& x, const MoeWeights& w, const MoeParams& p, int il, Scrat
   trace(weights, "router_weights", il);
 
   // Bucket (token, weight) pairs by expert; ascending expert id, then token order.
-  std::vector<int> count(p.n_experts + 1, 0);
+  // count[e]..count[e+1] is expert e's range in rows/scale (a prefix sum over expert loads).
+  int32_t* count = s.i32(kCount, {p.n_experts + 1}).ptr<int32_t>();
+  int32_t* fill = s.i32(kFill, {p.n_experts}).ptr<int32_t>();
+  std::memset(count, 0, sizeof(int32_t) * (p.n_experts + 1));
   const int32_t* idp = ids.ptr<int32_t>();
   for (int64_t i = 0; i < n * k; ++i) {
     MMX_CHECK(idp[i] >= 0 && idp[i] < p.n_experts, "router id {}", idp[i]);
@@ -34,17 +36,15 @@ void moe(const Tensor& x, const MoeWeights& w, const MoeParams& p, int il, Scrat
   for (int e = 0; e < p.n_experts; ++e) count[e + 1] += count[e];
   Tensor rows = s.i32(kRows, {n * k});     // [n*k] token index per slot, grouped by expert
   Tensor scale = s.f32(kScale, {n * k});   // [n*k] routing weight per slot
-  {
-    std::vector<int> fill(count.begin(), count.end() - 1);
-    const float* wp = weights.f32();
-    for (int64_t t = 0; t < n; ++t)
-      for (int j = 0; j < k; ++j) {
-        const int e = idp[t * k + j];
-        rows.ptr<int32_t>()[fill[e]] = int32_t(t);
-        scale.f32()[fill[e]] = wp[t * k + j] * p.routed_scaling_factor;
-        ++fill[e];
-      }
-  }
+  std::memcpy(fill, count, sizeof(int32_t) * p.n_experts);
+  const float* wp = weights.f32();
+  for (int64_t t = 0; t < n; ++t)
+    for (int j = 0; j < k; ++j) {
+      const int e = idp[t * k + j];
+      rows.ptr<int32_t>()[fill[e]] = int32_t(t);
+      scale.f32()[fill[e]] = wp[t * k + j] * p.routed_scaling_factor;
+      ++fill[e];
+    }
 
   std::memset(out.data, 0, out.size_bytes());
   for (int e = 0; e < p.n_experts; ++e) {

@@ -1,1 +1,0 @@
-// placeholder: the tokenizer library is being written

@@ -27,7 +27,7 @@ namespace {
 constexpr int kRows = 4;  // output rows per thread-level group
 constexpr int kMaxT = 4;  // tokens per tile
 
-// Converters: load 16 / 8 weights at element i of a row as f32 (fp8: times 2^-8), or one scalar.
+// Converters: load 8 weights of a row as f32, or one scalar (fp8: times 2^-120, see F8Src).
 struct F32Src {
   using T = float;
   static __m256 load8(const T* p) { return _mm256_loadu_ps(p); }
@@ -43,19 +43,18 @@ struct F16Src {
   static __m256 load8(const T* p) { return f16x8_to_f32(p); }
   static float load1(const T* p) { return f16_to_f32_scalar(*p); }
 };
-// fp8 here skips vcvtph2ps (the bottleneck of the fp16 trick: ~10 vs ~14 weights/ns on Zen 3):
-// the sign-extended byte shifted left by 20 and masked is the f32 bit pattern
-// sign | 0000eeee | mmm0..0, i.e. e4m3 · 2^-120 (subnormal codes become f32 subnormals, which
-// scale the same way). Such tiny weights would make x·w underflow, so x is pre-scaled by
-// 2^kF8XShift and the block scale by 2^(120 - kF8XShift); every product x·w is then the true
-// product times 2^-56, a normal number, and rounds exactly as the unscaled one would.
+// fp8 here skips vcvtph2ps (the bottleneck of simd.h's fp16 trick: ~10 vs ~14 weights/ns on
+// Zen 3): the sign-extended byte shifted left by 20 and masked is the f32 bit pattern
+// sign | 0000eeee | mmm0..0, i.e. w' = e4m3 · 2^-120 (subnormal codes become f32 subnormals,
+// which scale the same way). w' is multiplied by the block scale · 2^56, giving W · 2^-64 (a
+// normal number, rounded exactly like W itself), and x is pre-scaled by 2^64, so each FMA adds
+// the true product W·x. Exact powers of two throughout; |x| < 2^64 is assumed.
 // Caveat: under DAZ (denormals-are-zero, e.g. a -ffast-math main), subnormal codes
 // (|w| < 2^-6 in fp8 units, < 3.5e-5 of the block maximum) would read as 0. NaN codes decode as
 // a finite number (weights never contain them).
-// (|x| < 2^64 and |scale| < 2^70 are assumed; activations and scales are many orders smaller.)
 constexpr int kF8XShift = 64;
 constexpr float kF8XMul = 18446744073709551616.0f;     // 2^64
-constexpr float kF8ScaleMul = 72057594037927936.0f;    // 2^(120 - 64) = 2^56
+constexpr float kF8ScaleMul = 72057594037927936.0f;    // 2^(120 - kF8XShift) = 2^56
 struct F8Src {
   using T = uint8_t;
   static __m256 cvt8(__m128i bytes) {

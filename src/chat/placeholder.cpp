@@ -1,1 +1,0 @@
-// placeholder: the chat output parser is being written

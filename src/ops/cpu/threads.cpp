@@ -23,8 +23,10 @@ void set_n_threads(int n) {
 }
 
 int n_threads() {
+  // omp_get_num_procs() asks the kernel for the affinity mask (~1 us): once is enough.
+  static const int n_procs = omp_get_num_procs();
   const int n = g_n_threads.load(std::memory_order_relaxed);
-  return n > 0 ? n : omp_get_num_procs();
+  return n > 0 ? n : n_procs;
 }
 
 namespace cpu {

@@ -1,1 +1,0 @@
-// placeholder: the template engine is being written

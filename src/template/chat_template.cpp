@@ -1,0 +1,119 @@
+// ChatTemplate: loading from a checkpoint directory and building the render context.
+#include "template/chat_template.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "base/error.h"
+
+namespace mmx {
+
+namespace fs = std::filesystem;
+
+static std::string read_file(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  if (!f) fail("cannot open {}", p.string());
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+ChatTemplate ChatTemplate::from_dir(const std::string& dir) {
+  fs::path d(dir);
+  json config = nullptr;
+  if (fs::exists(d / "tokenizer_config.json")) {
+    try {
+      config = json::parse(read_file(d / "tokenizer_config.json"));
+    } catch (const json::exception& e) {
+      fail("{}/tokenizer_config.json: {}", dir, e.what());
+    }
+  }
+  std::map<std::string, std::string> templates;
+  if (fs::exists(d / "chat_template.jinja")) {
+    templates["default"] = read_file(d / "chat_template.jinja");
+  } else if (config.is_object() && config.contains("chat_template") && !config["chat_template"].is_null()) {
+    const json& ct = config["chat_template"];
+    if (ct.is_string()) {
+      templates["default"] = ct.get<std::string>();
+    } else if (ct.is_array()) {
+      for (const json& t : ct) {
+        if (!t.is_object() || !t.contains("name") || !t.contains("template") || !t["name"].is_string() ||
+            !t["template"].is_string())
+          fail("{}/tokenizer_config.json: chat_template list entries need string \"name\" and \"template\"", dir);
+        templates[t["name"].get<std::string>()] = t["template"].get<std::string>();
+      }
+    } else {
+      fail("{}/tokenizer_config.json: chat_template must be a string or a list of {{name, template}}", dir);
+    }
+  }
+  if (templates.empty())
+    fail("{} has no chat template (neither chat_template.jinja nor tokenizer_config.json \"chat_template\")", dir);
+  return ChatTemplate(templates, config);
+}
+
+ChatTemplate::ChatTemplate(const std::map<std::string, std::string>& templates, const json& config) {
+  for (const auto& [name, src] : templates) templates_.emplace(name, jinja::Template(src));
+  static const char* kSpecial[] = {"bos_token", "eos_token", "unk_token", "sep_token",
+                                   "pad_token", "cls_token", "mask_token"};
+  if (config.is_object()) {
+    for (const char* key : kSpecial) {
+      if (!config.contains(key)) continue;
+      const json& t = config[key];
+      std::string content;
+      if (t.is_string()) content = t.get<std::string>();
+      else if (t.is_object() && t.contains("content") && t["content"].is_string()) content = t["content"].get<std::string>();
+      else continue;
+      special_tokens_[key] = content;
+    }
+  }
+  if (special_tokens_.contains("bos_token")) bos_token_ = special_tokens_["bos_token"].get<std::string>();
+  if (special_tokens_.contains("eos_token")) eos_token_ = special_tokens_["eos_token"].get<std::string>();
+}
+
+std::vector<std::string> ChatTemplate::names() const {
+  std::vector<std::string> out;
+  for (const auto& [name, t] : templates_) out.push_back(name);
+  return out;
+}
+
+const std::string& ChatTemplate::source(const std::string& name) const {
+  auto it = templates_.find(name);
+  if (it == templates_.end()) fail("no chat template named '{}'", name);
+  return it->second.source();
+}
+
+const jinja::Template& ChatTemplate::pick(const json& tools, const std::string& name) const {
+  if (!name.empty()) {
+    auto it = templates_.find(name);
+    if (it == templates_.end()) fail("no chat template named '{}'", name);
+    return it->second;
+  }
+  if (!tools.is_null() && templates_.count("tool_use")) return templates_.at("tool_use");
+  if (templates_.count("default")) return templates_.at("default");
+  if (templates_.size() == 1) return templates_.begin()->second;
+  fail("several chat templates and none named 'default'; choose one by name");
+}
+
+ChatTemplate::json ChatTemplate::context(const json& messages, const json& tools, bool add_generation_prompt,
+                                         const json& extra_kwargs) const {
+  if (!messages.is_array()) fail("chat messages must be a JSON array");
+  if (!tools.is_null() && !tools.is_array()) fail("chat tools must be a JSON array");
+  if (!extra_kwargs.is_null() && !extra_kwargs.is_object()) fail("chat template kwargs must be a JSON object");
+  json ctx = json::object();
+  ctx["messages"] = messages;
+  ctx["add_generation_prompt"] = add_generation_prompt;
+  ctx["tools"] = tools;
+  ctx["documents"] = nullptr;
+  for (auto it = special_tokens_.begin(); it != special_tokens_.end(); ++it) ctx[it.key()] = it.value();
+  if (extra_kwargs.is_object())
+    for (auto it = extra_kwargs.begin(); it != extra_kwargs.end(); ++it) ctx[it.key()] = it.value();
+  return ctx;
+}
+
+std::string ChatTemplate::render(const json& messages, const json& tools, bool add_generation_prompt,
+                                 const json& extra_kwargs, const std::string& template_name) const {
+  return pick(tools, template_name).render(context(messages, tools, add_generation_prompt, extra_kwargs));
+}
+
+}  // namespace mmx

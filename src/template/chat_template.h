@@ -1,0 +1,57 @@
+// ChatTemplate: a checkpoint's chat template, rendered the way transformers does it.
+//
+// Loading: DIR/chat_template.jinja if present (transformers >= 4.43 writes it there), else
+// tokenizer_config.json "chat_template" — a string, or a list of {"name", "template"} where
+// "default" is the plain template and "tool_use" is picked automatically when tools are given.
+// Special tokens (bos/eos/unk/sep/pad/cls/mask) come from tokenizer_config.json, as strings or
+// AddedToken objects {"content": ...}.
+//
+// Rendering context (same as transformers.js apply_chat_template): messages,
+// add_generation_prompt, tools (null when absent), documents (null), the special tokens, then
+// the extra kwargs (which may override any of these, e.g. enable_thinking, model_identity).
+// Messages are passed through unchanged: the template itself decides what to do with
+// reasoning_content, <think> inside content, tool_calls with dict or string arguments.
+//
+// Not here: tokenization of the result (tokenizer/), parsing model output (chat/).
+#pragma once
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "template/jinja.h"
+
+namespace mmx {
+
+class ChatTemplate {
+ public:
+  using json = nlohmann::ordered_json;
+
+  // Throws mmx::Error if DIR has no chat template, or jinja::TemplateError if it does not parse.
+  static ChatTemplate from_dir(const std::string& dir);
+  // templates: name -> source (a single template is named "default"); tokenizer_config: the
+  // parsed tokenizer_config.json (only the special-token fields are read), or null.
+  ChatTemplate(const std::map<std::string, std::string>& templates, const json& tokenizer_config);
+
+  // messages: JSON array of {role, content, ...}; tools: JSON array or null; extra_kwargs: JSON
+  // object or null. template_name: "" = automatic choice (see above).
+  std::string render(const json& messages, const json& tools = nullptr, bool add_generation_prompt = false,
+                     const json& extra_kwargs = nullptr, const std::string& template_name = "") const;
+  // The variables render() passes to the template.
+  json context(const json& messages, const json& tools, bool add_generation_prompt, const json& extra_kwargs) const;
+
+  std::vector<std::string> names() const;
+  const std::string& source(const std::string& name = "default") const;
+  // "" when tokenizer_config.json does not set it.
+  const std::string& bos_token() const { return bos_token_; }
+  const std::string& eos_token() const { return eos_token_; }
+
+ private:
+  const jinja::Template& pick(const json& tools, const std::string& name) const;
+  std::map<std::string, jinja::Template> templates_;
+  json special_tokens_ = json::object();  // name -> content, in SPECIAL_TOKEN_ATTRIBUTES order
+  std::string bos_token_, eos_token_;
+};
+
+}  // namespace mmx

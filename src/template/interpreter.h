@@ -1,0 +1,72 @@
+// Internal to mmx_template: the tree-walking evaluator shared by interpreter.cpp (statements and
+// expressions), filters.cpp (filters and tests) and methods.cpp (str/dict methods and globals).
+// Users include template/jinja.h instead.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "template/ast.h"
+#include "template/value.h"
+
+namespace mmx::jinja {
+
+// A scope. Lookups walk the parent chain; assignments go to the innermost scope.
+struct Env {
+  EnvPtr parent;
+  std::unordered_map<std::string, Value> vars;
+  explicit Env(EnvPtr p = nullptr) : parent(std::move(p)) {}
+  Value lookup(const std::string& name) const;
+  void set(const std::string& name, Value v) { vars[name] = std::move(v); }
+};
+
+// An evaluation error; the innermost node being evaluated gives it a position.
+struct EvalError {
+  std::string msg;
+  bool raised = false;  // from raise_exception()
+  bool located = false;
+  uint32_t pos = 0;
+};
+[[noreturn]] void throw_eval(std::string msg);
+
+class Interpreter {
+ public:
+  Value eval(const Node* n, const EnvPtr& env);
+  std::string eval_block(const std::vector<NodePtr>& body, const EnvPtr& env);
+  // Evaluates call arguments the reference's way: all positionals (with *spread), then keywords.
+  void eval_args(const std::vector<NodePtr>& args, const EnvPtr& env, std::vector<Value>& pos, Object& kwargs);
+
+  Value apply_filter(const Value& operand, const Node* filter, const EnvPtr& env);  // filters.cpp
+  Value call_value(const Value& fn, std::vector<Value>& args, const EnvPtr& env);
+
+ private:
+  Value eval_inner(const Node* n, const EnvPtr& env);
+  Value eval_binary(const Node* n, const EnvPtr& env);
+  Value eval_member(const Node* n, const EnvPtr& env);
+  Value eval_call(const Node* n, const EnvPtr& env);
+  std::string eval_for(const Node* n, const EnvPtr& env);
+  Value eval_set(const Node* n, const EnvPtr& env);
+  Value eval_macro(const Node* n, const EnvPtr& env);
+  Value eval_call_block(const Node* n, const EnvPtr& env);
+  void bind_macro_args(const std::string& name, const std::vector<NodePtr>& params, bool uses_kwargs,
+                       bool uses_varargs, std::vector<Value> args, const EnvPtr& scope);
+};
+
+// ---- filters.cpp ----
+// A named test (`x is string`); `arg` is the second operand where a test takes one (equalto).
+bool run_test(const std::string& name, const Value& operand, const Value* arg);
+// -1/0/1 ordering of sort keys; throws on incomparable types (compareRuntimeValues).
+int compare_values(const Value& a, const Value& b, bool case_sensitive);
+
+// ---- methods.cpp ----
+// The member `name` of a string / dict / list value (methods and `length`), if any.
+std::optional<Value> builtin_member(const Value& self, const std::string& name);
+// namespace, true/false/none, raise_exception, range, strftime_now.
+void install_globals(Env& env);
+// Python-style slicing with JS index clamping.
+std::vector<size_t> slice_indices(size_t len, std::optional<int64_t> start, std::optional<int64_t> stop,
+                                  std::optional<int64_t> step);
+
+}  // namespace mmx::jinja

@@ -1,0 +1,312 @@
+// Streaming state machine of the MiniMax output parser (output_parser.h).
+//
+//   kReasoning --think_end--> kContent --block_start--> kToolBlock --block_end--> kContent
+//                             kContent --think_start (once)--> kReasoning
+//
+// Every decision depends only on the text, never on where a delta ends: a suffix of the buffer
+// that is a proper prefix of a tag the current mode watches is held back until more text (or
+// finish()) decides it. That is what makes whole / per-byte / random chunking agree.
+//
+// Whitespace policy (the only text that is ever dropped, all of it tag syntax in the templates):
+//   * the "\n\n" separator after the reasoning end tag (leading CR/LF of the content);
+//   * trailing whitespace of the reasoning (the template's "\n" before </think>);
+//   * whitespace-only content that directly precedes or follows a parsed tool-call block.
+#include "chat/output_parser.h"
+
+#include "chat/tool_blocks.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace mmx::chat {
+
+void ParsedDelta::append(ParsedDelta other) {
+  content += other.content;
+  reasoning += other.reasoning;
+  for (auto& c : other.tool_calls) tool_calls.push_back(std::move(c));
+}
+
+std::optional<OutputFormat> output_format_from_name(std::string_view name) {
+  if (name == "minimax_m2") return OutputFormat::kM2;
+  if (name == "minimax_m2_append_think") return OutputFormat::kM2AppendThink;
+  if (name == "minimax_m3") return OutputFormat::kM3;
+  if (name == "minimax" || name == "minimax_m1") return OutputFormat::kM1;
+  return std::nullopt;
+}
+
+namespace {
+
+bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+
+struct Tags {
+  std::string think_start, think_end, block_start, block_end;
+};
+
+Tags tags_for(OutputFormat f) {
+  switch (f) {
+    case OutputFormat::kM3:
+      return {"<mm:think>", "</mm:think>", std::string(kM3Namespace) + "<tool_call>",
+              std::string(kM3Namespace) + "</tool_call>"};
+    case OutputFormat::kM1:
+      return {"<think>", "</think>", "<tool_calls>", "</tool_calls>"};
+    default:
+      return {"<think>", "</think>", "<minimax:tool_call>", "</minimax:tool_call>"};
+  }
+}
+
+// Length of the longest suffix of `s` that is a proper prefix of `tag`.
+size_t partial_suffix(std::string_view s, std::string_view tag) {
+  size_t max_k = std::min(s.size(), tag.size() - 1);
+  for (size_t k = max_k; k > 0; --k)
+    if (s.substr(s.size() - k) == tag.substr(0, k)) return k;
+  return 0;
+}
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+struct OutputParser::State {
+  enum class Mode { kReasoning, kContent, kToolBlock };
+
+  OutputFormat format;
+  Tags tags;
+  ToolIndex tools;
+  uint64_t id_seed;
+  size_t n_calls = 0;
+
+  Mode mode;
+  std::string buf;                  // text not yet decided
+  size_t block_scan_from = 0;       // kToolBlock: where to resume searching for block_end
+  bool at_output_start = true;      // kContent and nothing consumed: a stray think_end is dropped
+  bool at_reasoning_start = false;  // kReasoning and nothing consumed: a repeated think_start too
+  bool had_reasoning = false;       // think_start opens reasoning at most once
+  bool strip_leading_nl = false;    // just left the reasoning: drop the separator newlines
+  std::string pending_content_ws;   // trailing whitespace of the content, not yet released
+  bool ws_after_tool = false;       // ... and it follows a parsed tool-call block
+  std::string pending_reasoning_ws;
+  bool prefix_sent = false;         // kM2AppendThink: "<think>" emitted
+  bool finished = false;
+
+  State(OutputFormat f, const nlohmann::json& tools_json, bool starts_in_reasoning, uint64_t seed)
+      : format(f), tags(tags_for(f)), tools(tools_json), id_seed(seed) {
+    bool reasoning = starts_in_reasoning && f != OutputFormat::kM2AppendThink;
+    mode = reasoning ? Mode::kReasoning : Mode::kContent;
+    at_reasoning_start = reasoning;
+    at_output_start = !reasoning;
+    had_reasoning = reasoning;
+  }
+
+  bool separates_reasoning() const { return format != OutputFormat::kM2AppendThink; }
+
+  void emit_reasoning(std::string_view s, ParsedDelta& out) {
+    if (s.empty()) return;
+    size_t last = s.size();
+    while (last > 0 && is_space(s[last - 1])) --last;
+    if (last == 0) {
+      pending_reasoning_ws += s;
+      return;
+    }
+    out.reasoning += pending_reasoning_ws;
+    pending_reasoning_ws.clear();
+    out.reasoning += s.substr(0, last);
+    pending_reasoning_ws = std::string(s.substr(last));
+  }
+
+  void emit_content(std::string_view s, ParsedDelta& out) {
+    if (strip_leading_nl) {
+      while (!s.empty() && (s.front() == '\n' || s.front() == '\r')) s.remove_prefix(1);
+      if (s.empty()) return;
+      strip_leading_nl = false;
+    }
+    if (s.empty()) return;
+    size_t last = s.size();
+    while (last > 0 && is_space(s[last - 1])) --last;
+    if (last == 0) {
+      pending_content_ws += s;
+      return;
+    }
+    out.content += pending_content_ws;
+    pending_content_ws.clear();
+    ws_after_tool = false;
+    out.content += s.substr(0, last);
+    pending_content_ws = std::string(s.substr(last));
+  }
+
+  void end_reasoning() {
+    pending_reasoning_ws.clear();
+    strip_leading_nl = true;
+    had_reasoning = true;
+    mode = Mode::kContent;
+  }
+
+  std::string next_id() {
+    uint64_t a = splitmix64(id_seed ^ splitmix64(n_calls * 2 + 1));
+    uint64_t b = splitmix64(a);
+    char hex[33];
+    std::snprintf(hex, sizeof(hex), "%016llx%016llx", static_cast<unsigned long long>(a),
+                  static_cast<unsigned long long>(b));
+    ++n_calls;
+    return "call_" + std::string(hex, 24);
+  }
+
+  std::optional<std::vector<RawCall>> parse_block(std::string_view body) {
+    switch (format) {
+      case OutputFormat::kM3:
+        return parse_m3_block(body, tools);
+      case OutputFormat::kM1:
+        return parse_m1_block(body);
+      default:
+        return parse_m2_block(body, tools);
+    }
+  }
+
+  // The block body is buf[0, body_len); `closed` says whether block_end followed it.
+  void finish_block(size_t body_len, bool closed, ParsedDelta& out) {
+    std::string_view body(buf.data(), body_len);
+    // vLLM's M1 parser also accepts a `<tool_calls>` block that is still open at the end.
+    std::optional<std::vector<RawCall>> calls;
+    if (closed || format == OutputFormat::kM1) calls = parse_block(body);
+    if (calls) {
+      pending_content_ws.clear();
+      ws_after_tool = true;
+      for (auto& c : *calls) out.tool_calls.push_back({next_id(), std::move(c.name), std::move(c.arguments_json)});
+    } else {
+      std::string raw = tags.block_start;
+      raw += body;
+      if (closed) raw += tags.block_end;
+      emit_content(raw, out);
+    }
+    buf.erase(0, body_len + (closed ? tags.block_end.size() : 0));
+    mode = Mode::kContent;
+  }
+
+  // Decides as much of `buf` as possible; with `final`, decides all of it.
+  void process(bool final, ParsedDelta& out) {
+    for (;;) {
+      if (mode == Mode::kReasoning) {
+        const std::string& start = tags.think_start;
+        if (at_reasoning_start) {
+          if (!final && buf.size() < start.size() && start.compare(0, buf.size(), buf) == 0) return;
+          if (buf.compare(0, start.size(), start) == 0) buf.erase(0, start.size());
+          at_reasoning_start = false;
+        }
+        size_t pos = buf.find(tags.think_end);
+        if (pos != std::string::npos) {
+          emit_reasoning(std::string_view(buf).substr(0, pos), out);
+          buf.erase(0, pos + tags.think_end.size());
+          end_reasoning();
+          continue;
+        }
+        size_t keep = final ? 0 : partial_suffix(buf, tags.think_end);
+        emit_reasoning(std::string_view(buf).substr(0, buf.size() - keep), out);
+        buf.erase(0, buf.size() - keep);
+        if (final) pending_reasoning_ws.clear();
+        return;
+      }
+
+      if (mode == Mode::kContent) {
+        if (at_output_start && separates_reasoning()) {
+          const std::string& end = tags.think_end;
+          if (!final && buf.size() < end.size() && end.compare(0, buf.size(), buf) == 0) return;
+          if (buf.compare(0, end.size(), end) == 0) {
+            buf.erase(0, end.size());
+            strip_leading_nl = true;
+            had_reasoning = true;
+          }
+        }
+        at_output_start = false;
+        bool watch_think = separates_reasoning() && !had_reasoning;
+        size_t pos_block = buf.find(tags.block_start);
+        size_t pos_think = watch_think ? buf.find(tags.think_start) : std::string::npos;
+        if (pos_block != std::string::npos || pos_think != std::string::npos) {
+          bool is_block = pos_block <= pos_think;  // npos is the largest value
+          size_t pos = is_block ? pos_block : pos_think;
+          emit_content(std::string_view(buf).substr(0, pos), out);
+          if (is_block) {
+            buf.erase(0, pos + tags.block_start.size());
+            mode = Mode::kToolBlock;
+            block_scan_from = 0;
+          } else {
+            buf.erase(0, pos + tags.think_start.size());
+            mode = Mode::kReasoning;
+            had_reasoning = true;
+          }
+          continue;
+        }
+        size_t keep = 0;
+        if (!final) {
+          keep = partial_suffix(buf, tags.block_start);
+          if (watch_think) keep = std::max(keep, partial_suffix(buf, tags.think_start));
+        }
+        emit_content(std::string_view(buf).substr(0, buf.size() - keep), out);
+        buf.erase(0, buf.size() - keep);
+        return;
+      }
+
+      // Mode::kToolBlock: buf holds the block body (the start tag is consumed).
+      size_t pos = buf.find(tags.block_end, block_scan_from);
+      if (pos != std::string::npos) {
+        finish_block(pos, /*closed=*/true, out);
+        continue;
+      }
+      if (final) {
+        finish_block(buf.size(), /*closed=*/false, out);
+        continue;  // back in kContent with an empty buffer
+      }
+      size_t overlap = tags.block_end.size() - 1;
+      block_scan_from = buf.size() > overlap ? buf.size() - overlap : 0;
+      return;
+    }
+  }
+};
+
+OutputParser::OutputParser(OutputFormat format, const nlohmann::json& tools, bool starts_in_reasoning,
+                           uint64_t id_seed)
+    : s_(std::make_unique<State>(format, tools, starts_in_reasoning, id_seed)) {}
+
+OutputParser::~OutputParser() = default;
+OutputParser::OutputParser(OutputParser&&) noexcept = default;
+OutputParser& OutputParser::operator=(OutputParser&&) noexcept = default;
+
+ParsedDelta OutputParser::feed(std::string_view delta) {
+  ParsedDelta out;
+  if (s_->finished) return out;
+  if (s_->format == OutputFormat::kM2AppendThink && !s_->prefix_sent) {
+    s_->prefix_sent = true;
+    s_->emit_content("<think>", out);
+  }
+  s_->buf += delta;
+  s_->process(/*final=*/false, out);
+  return out;
+}
+
+ParsedDelta OutputParser::finish() {
+  ParsedDelta out;
+  if (s_->finished) return out;
+  if (s_->format == OutputFormat::kM2AppendThink && !s_->prefix_sent) {
+    s_->prefix_sent = true;
+    s_->emit_content("<think>", out);
+  }
+  s_->process(/*final=*/true, out);
+  if (!s_->ws_after_tool) out.content += s_->pending_content_ws;
+  s_->pending_content_ws.clear();
+  s_->pending_reasoning_ws.clear();
+  s_->finished = true;
+  return out;
+}
+
+ParsedDelta parse_full(OutputFormat format, std::string_view text, const nlohmann::json& tools,
+                       bool starts_in_reasoning, uint64_t id_seed) {
+  OutputParser p(format, tools, starts_in_reasoning, id_seed);
+  ParsedDelta out = p.feed(text);
+  out.append(p.finish());
+  return out;
+}
+
+}  // namespace mmx::chat

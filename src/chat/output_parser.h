@@ -1,0 +1,87 @@
+// MiniMax model-output parser: splits raw generated text into content, reasoning and OpenAI
+// tool calls, one detokenized text delta at a time (docs/output-parsing.md has the formats).
+//
+// What it is: a small streaming state machine (reasoning -> content -> tool-call block) plus
+// one block parser per wire format: M2 XML (`<minimax:tool_call><invoke name=..><parameter
+// name=..>`), M3 namespaced tags (`]<]minimax[>[<tool_call>` with nested objects and `<item>`
+// arrays), Text-01/M1 `<tool_calls>` JSON lines. Parameter values are typed from the request's
+// OpenAI `tools` array the way vLLM's parsers do (see value_typing.h).
+// What it is not: a tokenizer or detokenizer (feed it complete UTF-8 text), nor the SSE layer.
+//
+// Guarantees (tested in tests/chat):
+//   * feeding a text whole, one byte at a time, or in any chunking gives the same concatenated
+//     result (text that might be the start of a tag is held back until it is decided);
+//   * malformed or truncated output never throws and never drops text: a tool-call block that
+//     does not parse cleanly, or is still open at finish(), is returned as plain content;
+//   * tool calls are emitted whole, when their block closes (no per-argument deltas yet).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mmx::chat {
+
+struct ToolCall {
+  std::string id;              // "call_" + 24 hex digits, deterministic in (id_seed, index)
+  std::string name;            // function name as the model wrote it (may be unknown to `tools`)
+  std::string arguments_json;  // a JSON object, Python json.dumps style: {"k": "v", "n": 1}
+};
+
+struct ParsedDelta {
+  std::string content;
+  std::string reasoning;
+  std::vector<ToolCall> tool_calls;
+
+  bool empty() const { return content.empty() && reasoning.empty() && tool_calls.empty(); }
+  // Appends `other` (content to content, reasoning to reasoning, calls to calls).
+  void append(ParsedDelta other);
+};
+
+// The serving parser to mirror (vLLM names in parentheses).
+enum class OutputFormat {
+  kM2,             // M2 family (reasoning parser `minimax_m2`, tool parser `minimax_m2`)
+  kM2AppendThink,  // M2 family (`minimax_m2_append_think`): no reasoning field, "<think>" + text
+  kM3,             // M3 (`minimax_m3` reasoning + tool parsers)
+  kM1,             // Text-01 / M1 (tool parser `minimax`, `<think>` reasoning)
+};
+
+// "minimax_m2", "minimax_m2_append_think", "minimax_m3", "minimax" / "minimax_m1";
+// std::nullopt for anything else.
+std::optional<OutputFormat> output_format_from_name(std::string_view name);
+
+class OutputParser {
+ public:
+  // tools: the request's OpenAI tools array ([{"type":"function","function":{"name":..,
+  //   "parameters":{JSON schema}}}, ...]); anything else (null, malformed entries) is ignored.
+  // starts_in_reasoning: the generation prompt already opened the reasoning block (M2 always
+  //   prefills "<think>\n"; M3 with thinking_mode=enabled prefills "<mm:think>"). Ignored for
+  //   kM2AppendThink, which never separates reasoning.
+  // id_seed: seeds the tool-call ids (the server passes something per request).
+  OutputParser(OutputFormat format, const nlohmann::json& tools, bool starts_in_reasoning,
+               uint64_t id_seed = 0);
+  ~OutputParser();
+  OutputParser(OutputParser&&) noexcept;
+  OutputParser& operator=(OutputParser&&) noexcept;
+
+  // Consumes one text delta (any size, including empty); returns what is decided so far.
+  ParsedDelta feed(std::string_view delta);
+  // End of generation: releases held-back text, turns an open tool block into content.
+  // Later feed()/finish() calls return nothing.
+  ParsedDelta finish();
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
+
+// Whole text at once: feed(text) followed by finish().
+ParsedDelta parse_full(OutputFormat format, std::string_view text, const nlohmann::json& tools,
+                       bool starts_in_reasoning, uint64_t id_seed = 0);
+
+}  // namespace mmx::chat

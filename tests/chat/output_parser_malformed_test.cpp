@@ -1,0 +1,206 @@
+// Malformed and truncated model outputs: nothing throws, nothing is lost, and a tool-call block
+// that does not parse cleanly comes back verbatim as content. Every case runs whole, byte by
+// byte and in random chunks.
+#include "parse_helpers.h"
+
+namespace mmx::chat {
+namespace {
+
+using testing::parse_all_modes;
+constexpr auto kM2 = OutputFormat::kM2;
+constexpr auto kM3 = OutputFormat::kM3;
+constexpr auto kM1 = OutputFormat::kM1;
+
+TEST(Malformed, EmptyOutput) {
+  for (auto f : {OutputFormat::kM2, OutputFormat::kM3, OutputFormat::kM1}) {
+    for (bool sir : {true, false}) {
+      auto d = parse_all_modes(f, "", sir);
+      EXPECT_TRUE(d.empty()) << testing::describe(d);
+    }
+  }
+}
+
+TEST(Malformed, OnlyTheEndTag) {
+  auto d = parse_all_modes(kM2, "</think>", true);
+  EXPECT_TRUE(d.empty()) << testing::describe(d);
+  d = parse_all_modes(kM2, "</think>", false);
+  EXPECT_TRUE(d.empty()) << testing::describe(d);
+}
+
+TEST(Malformed, StrayThinkEndTwice) {
+  auto d = parse_all_modes(kM2, "r</think>\n\nanswer</think>more", true);
+  EXPECT_EQ(d.reasoning, "r");
+  EXPECT_EQ(d.content, "answer</think>more");
+  d = parse_all_modes(kM2, "</think>a</think>b", false);
+  EXPECT_EQ(d.content, "a</think>b");
+}
+
+TEST(Malformed, SecondThinkStartIsContent) {
+  auto d = parse_all_modes(kM2, "r</think>\n\nx<think>y</think>z", true);
+  EXPECT_EQ(d.reasoning, "r");
+  EXPECT_EQ(d.content, "x<think>y</think>z");
+}
+
+TEST(Malformed, PartialTagsAtTheEndAreText) {
+  EXPECT_EQ(parse_all_modes(kM2, "r</think>\n\nhello <minimax:tool", true).content, "hello <minimax:tool");
+  EXPECT_EQ(parse_all_modes(kM2, "abc</thi", true).reasoning, "abc</thi");
+  EXPECT_EQ(parse_all_modes(kM2, "</thi", false).content, "</thi");
+  EXPECT_EQ(parse_all_modes(kM3, "x ]<]minimax[>[<tool", false).content, "x ]<]minimax[>[<tool");
+  EXPECT_EQ(parse_all_modes(kM1, "a <tool_c", false).content, "a <tool_c");
+  EXPECT_EQ(parse_all_modes(kM2, "a <", false).content, "a <");
+}
+
+TEST(Malformed, MissingInvokeEnd) {
+  std::string block =
+      "<minimax:tool_call>\n<invoke name=\"get_weather\">\n<parameter name=\"city\">Paris</parameter>\n"
+      "</minimax:tool_call>";
+  auto d = parse_all_modes(kM2, "r</think>\n\nok\n" + block, true);
+  EXPECT_TRUE(d.tool_calls.empty());
+  EXPECT_EQ(d.content, "ok\n" + block);
+}
+
+TEST(Malformed, OneGoodOneBrokenInvokeRejectsTheBlock) {
+  std::string block =
+      "<minimax:tool_call>\n<invoke name=\"get_weather\"><parameter name=\"city\">A</parameter></invoke>\n"
+      "<invoke name=\"get_weather\"><parameter name=\"city\">B</parameter>\n</minimax:tool_call>";
+  auto d = parse_all_modes(kM2, block, false);
+  EXPECT_TRUE(d.tool_calls.empty());
+  EXPECT_EQ(d.content, block);
+}
+
+TEST(Malformed, MissingBlockEndIsContentAtFinish) {
+  std::string text =
+      "Checking.\n<minimax:tool_call>\n<invoke name=\"get_weather\">\n<parameter name=\"city\">Paris"
+      "</parameter>\n</invoke>\n";
+  auto d = parse_all_modes(kM2, "r</think>\n\n" + text, true);
+  EXPECT_TRUE(d.tool_calls.empty());
+  EXPECT_EQ(d.content, text);
+}
+
+TEST(Malformed, MissingParameterEnd) {
+  std::string block =
+      "<minimax:tool_call><invoke name=\"get_weather\"><parameter name=\"city\">Paris</invoke>"
+      "</minimax:tool_call>";
+  auto d = parse_all_modes(kM2, block, false);
+  EXPECT_TRUE(d.tool_calls.empty());
+  EXPECT_EQ(d.content, block);
+}
+
+TEST(Malformed, ParameterWithoutEndSwallowsTheNextOneLikeVllm) {
+  std::string block =
+      "<minimax:tool_call><invoke name=\"run_code\"><parameter name=\"code\">a\n<parameter name=\"timeout\">"
+      "5</parameter></invoke></minimax:tool_call>";
+  auto d = parse_all_modes(kM2, block, false);
+  ASSERT_EQ(d.tool_calls.size(), 1u);
+  EXPECT_EQ(d.tool_calls[0].arguments_json, R"({"code": "a\n<parameter name=\"timeout\">5"})");
+}
+
+TEST(Malformed, EmptyBlockIsContent) {
+  std::string block = "<minimax:tool_call>\n</minimax:tool_call>";
+  auto d = parse_all_modes(kM2, block, false);
+  EXPECT_TRUE(d.tool_calls.empty());
+  EXPECT_EQ(d.content, block);
+}
+
+TEST(Malformed, UnknownToolIsBestEffortStrings) {
+  std::string block =
+      "<minimax:tool_call><invoke name=\"no_such_tool\"><parameter name=\"n\">5</parameter>"
+      "<parameter name=\"obj\">{\"a\": 1}</parameter></invoke></minimax:tool_call>";
+  auto d = parse_all_modes(kM2, block, false);
+  ASSERT_EQ(d.tool_calls.size(), 1u);
+  EXPECT_EQ(d.tool_calls[0].name, "no_such_tool");
+  EXPECT_EQ(d.tool_calls[0].arguments_json, R"({"n": "5", "obj": "{\"a\": 1}"})");
+  // No tools at all: the same.
+  d = testing::parse_all_modes(kM2, block, false, nlohmann::json());
+  ASSERT_EQ(d.tool_calls.size(), 1u);
+  EXPECT_EQ(d.tool_calls[0].arguments_json, R"({"n": "5", "obj": "{\"a\": 1}"})");
+}
+
+TEST(Malformed, BadJsonInTypedParametersFallsBackToString) {
+  std::string block =
+      "<minimax:tool_call><invoke name=\"get_weather\">"
+      "<parameter name=\"days\">three</parameter><parameter name=\"ratio\">1/2</parameter>"
+      "<parameter name=\"metric\">maybe</parameter><parameter name=\"opts\">{lang: en</parameter>"
+      "<parameter name=\"tags\">[\"a\",</parameter><parameter name=\"city\">None</parameter>"
+      "</invoke></minimax:tool_call>";
+  auto d = parse_all_modes(kM2, block, false);
+  ASSERT_EQ(d.tool_calls.size(), 1u);
+  // vLLM's rules: the literal None/null/nil is null even for a string parameter.
+  EXPECT_EQ(d.tool_calls[0].arguments_json,
+            R"({"days": "three", "ratio": "1/2", "metric": "maybe", "opts": "{lang: en", "tags": "[\"a\",", )"
+            R"("city": null})");
+}
+
+TEST(Malformed, ToolBlockInsideReasoningStaysReasoning) {
+  std::string block = "<minimax:tool_call><invoke name=\"get_weather\"></invoke></minimax:tool_call>";
+  auto d = parse_all_modes(kM2, "maybe " + block + " later", true);
+  EXPECT_EQ(d.reasoning, "maybe " + block + " later");
+  EXPECT_TRUE(d.tool_calls.empty());
+}
+
+TEST(Malformed, InvalidUtf8DoesNotThrow) {
+  std::string bad = "\xff\xfe";
+  std::string block = "<minimax:tool_call><invoke name=\"run_code\"><parameter name=\"code\">" + bad +
+                      "</parameter></invoke></minimax:tool_call>";
+  auto d = parse_all_modes(kM2, "r" + bad + "</think>c" + bad + block, true);
+  EXPECT_EQ(d.reasoning, "r" + bad);
+  EXPECT_EQ(d.content, "c" + bad);
+  ASSERT_EQ(d.tool_calls.size(), 1u);
+  EXPECT_EQ(d.tool_calls[0].arguments_json, "{\"code\": \"\xEF\xBF\xBD\xEF\xBF\xBD\"}");
+}
+
+TEST(Malformed, M3Truncated) {
+  std::string text = "]<]minimax[>[<tool_call>\n]<]minimax[>[<invoke name=\"get_weather\">]<]minimax[>[<city>Pa";
+  auto d = parse_all_modes(kM3, text, false);
+  EXPECT_TRUE(d.tool_calls.empty());
+  EXPECT_EQ(d.content, text);
+}
+
+TEST(Malformed, M3StrayTextBetweenParameters) {
+  std::string text =
+      "]<]minimax[>[<tool_call>]<]minimax[>[<invoke name=\"get_weather\">junk]<]minimax[>[<city>A"
+      "]<]minimax[>[</city>]<]minimax[>[</invoke>]<]minimax[>[</tool_call>";
+  auto d = parse_all_modes(kM3, text, false);
+  EXPECT_TRUE(d.tool_calls.empty());
+  EXPECT_EQ(d.content, text);
+}
+
+TEST(Malformed, M3MismatchedNestedTagsAreBestEffort) {
+  // An unmatched close tag pops up to its opener (vLLM's stack rule); nothing is dropped.
+  std::string NS = "]<]minimax[>[";
+  std::string text = NS + "<tool_call>" + NS + "<invoke name=\"get_weather\">" + NS + "<opts>" + NS + "<lang>en" +
+                     NS + "<depth>2" + NS + "</lang>" + NS + "</opts>" + NS + "</invoke>" + NS + "</tool_call>";
+  auto d = parse_all_modes(kM3, text, false);
+  ASSERT_EQ(d.tool_calls.size(), 1u);
+  EXPECT_EQ(d.tool_calls[0].arguments_json, R"({"opts": {"lang": {"depth": "2", "$text": "en"}}})");
+}
+
+TEST(Malformed, M1BadLineRejectsTheBlock) {
+  std::string text = "<tool_calls>\n{\"name\": \"get_weather\", \"arguments\": {}}\nnot json\n</tool_calls>";
+  auto d = parse_all_modes(kM1, text, false);
+  EXPECT_TRUE(d.tool_calls.empty());
+  EXPECT_EQ(d.content, text);
+}
+
+TEST(Malformed, FeedAfterFinishIsIgnored) {
+  OutputParser p(kM2, testing::test_tools(), true);
+  auto d = p.feed("a</think>b");
+  d.append(p.finish());
+  EXPECT_TRUE(p.feed("more").empty());
+  EXPECT_TRUE(p.finish().empty());
+  EXPECT_EQ(d.reasoning, "a");
+  EXPECT_EQ(d.content, "b");
+}
+
+TEST(Malformed, MalformedToolsArrayIsIgnored) {
+  nlohmann::json tools = nlohmann::json::parse(R"([1, "x", {"function": 3}, {"function": {"name": 5}},
+      {"function": {"name": "get_weather", "parameters": "not a schema"}}])");
+  std::string block = "<minimax:tool_call><invoke name=\"get_weather\"><parameter name=\"days\">3</parameter>"
+                      "</invoke></minimax:tool_call>";
+  auto d = parse_all_modes(kM2, block, false, tools);
+  ASSERT_EQ(d.tool_calls.size(), 1u);
+  EXPECT_EQ(d.tool_calls[0].arguments_json, R"({"days": "3"})");
+}
+
+}  // namespace
+}  // namespace mmx::chat

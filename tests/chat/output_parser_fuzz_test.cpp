@@ -94,6 +94,7 @@ std::string everything(const ParsedDelta& d) {
 }
 
 void fuzz_format(OutputFormat f, int n_samples) {
+  int n_with_calls = 0, n_with_reasoning = 0, n_with_content = 0;
   for (int seed = 0; seed < n_samples; ++seed) {
     std::mt19937 rng(1000 + seed);
     Sample s = random_sample(f, rng);
@@ -103,6 +104,9 @@ void fuzz_format(OutputFormat f, int n_samples) {
     ASSERT_NO_THROW(d = testing::parse_all_modes(f, s.text, sir));
     // Markers are separated by spaces from their neighbours, so a word can only vanish if the
     // parser dropped text.
+    n_with_calls += !d.tool_calls.empty();
+    n_with_reasoning += !d.reasoning.empty();
+    n_with_content += !d.content.empty();
     std::string all = everything(d);
     for (const auto& w : s.words) {
       if (all.find(w) == std::string::npos) {
@@ -111,6 +115,12 @@ void fuzz_format(OutputFormat f, int n_samples) {
       }
     }
     if (::testing::Test::HasFailure()) return;
+  }
+  // The mixtures must exercise every path, not only "everything is content".
+  EXPECT_GT(n_with_calls, n_samples / 10);
+  EXPECT_GT(n_with_content, n_samples / 4);
+  if (f != OutputFormat::kM2AppendThink) {
+    EXPECT_GT(n_with_reasoning, n_samples / 4);
   }
 }
 

@@ -252,6 +252,24 @@ TEST(M1, PlainAnswer) {
   EXPECT_EQ(d.content, "Just text, 😀 no tools.");
 }
 
+// The server streams deltas: text must come out as soon as it cannot be part of a tag.
+TEST(Streaming, HoldsBackOnlyWhatCouldBeATag) {
+  OutputParser p(kM2, testing::test_tools(), true);
+  EXPECT_EQ(p.feed("Thinking about it").reasoning, "Thinking about it");
+  EXPECT_EQ(p.feed("</thi").reasoning, "");
+  auto d = p.feed("nk>\n\nSure");
+  EXPECT_EQ(d.reasoning, "");
+  EXPECT_EQ(d.content, "Sure");
+  EXPECT_EQ(p.feed(", checking <").content, ", checking");  // " <" waits
+  EXPECT_EQ(p.feed("b>").content, " <b>");
+  EXPECT_EQ(p.feed("\n<minimax:tool_call>\n<invoke name=\"get_weather\">").content, "");
+  d = p.feed("<parameter name=\"city\">Rome</parameter></invoke>\n</minimax:tool_call>");
+  ASSERT_EQ(d.tool_calls.size(), 1u);
+  EXPECT_EQ(d.tool_calls[0].arguments_json, R"({"city": "Rome"})");
+  EXPECT_EQ(d.content, "");
+  EXPECT_TRUE(p.finish().empty());
+}
+
 TEST(OutputFormat, Names) {
   EXPECT_EQ(output_format_from_name("minimax_m2"), OutputFormat::kM2);
   EXPECT_EQ(output_format_from_name("minimax_m2_append_think"), OutputFormat::kM2AppendThink);

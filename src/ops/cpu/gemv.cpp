@@ -2,14 +2,13 @@
 // row once per call, converting storage dtype -> f32 in registers and doing the dot products on
 // the fly; never materializes f32 weights.
 //
-// A tile is R rows × T tokens (R·T <= 8 accumulators of 8 lanes): each converted weight vector is
+// A tile is R rows × T tokens (R·T <= 8 accumulators of 8 lanes, 4 for fp8): each converted weight vector is
 // used for T tokens, each x vector for R rows. Threads split the output rows in fixed groups of
 // kRows; within a group the tokens are walked in tiles of up to kMaxT, so a group's weights come
 // from DRAM once and from L1 afterwards. Every (row, token) value is the same fixed sequence of
 // fp32 FMAs (8 lanes; fp8: one partial per scale block, folded in with its scale; then a
-// horizontal sum)
-// whatever the tiling, so y is bitwise independent of the thread count and of n (a token gives
-// the same bits alone or in a batch of up to kGemmMinN - 1).
+// horizontal sum) whatever the tiling, so y is bitwise independent of the thread count and of n
+// (a token gives the same bits alone or in a batch of up to kGemmMinN - 1).
 //
 // Not here: large n (gemm.cpp packs dequantized tiles for an FMA microkernel instead).
 #include <omp.h>

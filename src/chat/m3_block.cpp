@@ -14,18 +14,22 @@ namespace mmx::chat {
 
 namespace {
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
 
-bool starts_with(std::string_view s, size_t i, std::string_view p) { return s.substr(i, p.size()) == p; }
+bool starts_with(std::string_view s, size_t i, std::string_view p) {
+  return s.substr(i, p.size()) == p;
+}
 
 // One open tag while rebuilding a nested parameter.
 struct Node {
   enum Kind { kLeaf, kObject, kArray };
   std::string tag;
   Kind kind = kLeaf;
-  ojson value;                       // object or array when kind != kLeaf
-  std::vector<std::string> texts;    // loose text (leaf value, or "$text" of an object)
-  std::optional<M3Type> type;        // schema type of this node, if known
+  ojson value;                     // object or array when kind != kLeaf
+  std::vector<std::string> texts;  // loose text (leaf value, or "$text" of an object)
+  std::optional<M3Type> type;      // schema type of this node, if known
 
   ojson get_value() const {
     if (kind == kLeaf) {
@@ -115,7 +119,8 @@ ojson parse_nested(std::string_view body, const M3Type& type) {
   std::vector<std::string_view> chunks = split_ns(body);
   std::vector<Node> stack(1);
   stack[0].type = type;
-  bool is_array = type.has(M3Atom::kArray) && chunks.size() > 1 && starts_with(chunks[1], 0, "<item>");
+  bool is_array =
+      type.has(M3Atom::kArray) && chunks.size() > 1 && starts_with(chunks[1], 0, "<item>");
   stack[0].kind = is_array ? Node::kArray : Node::kObject;
   stack[0].value = is_array ? ojson::array() : ojson::object();
   // chunks[0] is empty: the caller checked that the body starts with NS.
@@ -186,7 +191,8 @@ std::optional<ojson> m3_params(std::string_view s, const nlohmann::json* fn_para
       }
     }
     M3Type type = M3Type::from_property(property);
-    args[name] = starts_with(inner, 0, open) ? parse_nested(inner, type) : type.convert(std::string(inner));
+    args[name] =
+        starts_with(inner, 0, open) ? parse_nested(inner, type) : type.convert(std::string(inner));
     i = c + close.size();
   }
 }

@@ -13,10 +13,10 @@
 //   * whitespace-only content that directly precedes or follows a parsed tool-call block.
 #include "chat/output_parser.h"
 
-#include "chat/tool_blocks.h"
-
 #include <algorithm>
 #include <cstdio>
+
+#include "chat/tool_blocks.h"
 
 namespace mmx::chat {
 
@@ -36,7 +36,9 @@ std::optional<OutputFormat> output_format_from_name(std::string_view name) {
 
 namespace {
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
 
 struct Tags {
   std::string think_start, think_end, block_start, block_end;
@@ -90,7 +92,7 @@ struct OutputParser::State {
   std::string pending_content_ws;   // trailing whitespace of the content, not yet released
   bool ws_after_tool = false;       // ... and it follows a parsed tool-call block
   std::string pending_reasoning_ws;
-  bool prefix_sent = false;         // kM2AppendThink: "<think>" emitted
+  bool prefix_sent = false;  // kM2AppendThink: "<think>" emitted
   bool finished = false;
 
   State(OutputFormat f, const nlohmann::json& tools_json, bool starts_in_reasoning, uint64_t seed)
@@ -175,7 +177,8 @@ struct OutputParser::State {
     if (calls) {
       pending_content_ws.clear();
       ws_after_tool = true;
-      for (auto& c : *calls) out.tool_calls.push_back({next_id(), std::move(c.name), std::move(c.arguments_json)});
+      for (auto& c : *calls)
+        out.tool_calls.push_back({next_id(), std::move(c.name), std::move(c.arguments_json)});
     } else {
       std::string raw = tags.block_start;
       raw += body;
@@ -266,8 +269,8 @@ struct OutputParser::State {
   }
 };
 
-OutputParser::OutputParser(OutputFormat format, const nlohmann::json& tools, bool starts_in_reasoning,
-                           uint64_t id_seed)
+OutputParser::OutputParser(OutputFormat format, const nlohmann::json& tools,
+                           bool starts_in_reasoning, uint64_t id_seed)
     : s_(std::make_unique<State>(format, tools, starts_in_reasoning, id_seed)) {}
 
 OutputParser::~OutputParser() = default;

@@ -16,10 +16,9 @@
 //   * tool calls are emitted whole, when their block closes (no per-argument deltas yet).
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>

@@ -12,7 +12,9 @@ namespace mmx::chat {
 
 namespace {
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
 
 void skip_space(std::string_view s, size_t& i) {
   while (i < s.size() && is_space(s[i])) ++i;
@@ -26,7 +28,8 @@ std::string_view strip(std::string_view s) {
 
 std::string extract_name(std::string_view s) {
   s = strip(s);
-  if (s.size() >= 2 && ((s.front() == '"' && s.back() == '"') || (s.front() == '\'' && s.back() == '\'')))
+  if (s.size() >= 2 &&
+      ((s.front() == '"' && s.back() == '"') || (s.front() == '\'' && s.back() == '\'')))
     s = s.substr(1, s.size() - 2);
   return std::string(s);
 }

@@ -8,12 +8,12 @@
 // model text is ever lost; docs/output-parsing.md lists the differences.
 #pragma once
 
-#include "chat/value_typing.h"
-
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "chat/value_typing.h"
 
 namespace mmx::chat {
 

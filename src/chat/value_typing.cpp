@@ -13,7 +13,9 @@ namespace mmx::chat {
 
 namespace {
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
 
 std::string_view strip(std::string_view s) {
   while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
@@ -156,8 +158,7 @@ ToolIndex::ToolIndex(const nlohmann::json& tools) {
     auto name = fn->find("name");
     if (name == fn->end() || !name->is_string()) continue;
     auto params = fn->find("parameters");
-    tools_.emplace_back(name->get<std::string>(),
-                        params != fn->end() ? *params : nlohmann::json());
+    tools_.emplace_back(name->get<std::string>(), params != fn->end() ? *params : nlohmann::json());
   }
 }
 
@@ -192,13 +193,20 @@ void m2_collect(const nlohmann::json& schema, std::vector<std::string>& types) {
   auto e = schema.find("enum");
   if (e != schema.end() && e->is_array()) {
     for (const auto& v : *e) {
-      if (v.is_null()) add("null");
-      else if (v.is_boolean()) add("boolean");
-      else if (v.is_number_integer()) add("integer");
-      else if (v.is_number_float()) add("number");
-      else if (v.is_string()) add("string");
-      else if (v.is_array()) add("array");
-      else if (v.is_object()) add("object");
+      if (v.is_null())
+        add("null");
+      else if (v.is_boolean())
+        add("boolean");
+      else if (v.is_number_integer())
+        add("integer");
+      else if (v.is_number_float())
+        add("number");
+      else if (v.is_string())
+        add("string");
+      else if (v.is_array())
+        add("array");
+      else if (v.is_object())
+        add("object");
     }
   }
   for (const char* key : {"anyOf", "oneOf", "allOf"}) {
@@ -228,8 +236,8 @@ ojson m2_convert(const std::string& value, const std::vector<std::string>& types
       if (x == t) return true;
     return false;
   };
-  static const char* kPriority[] = {"integer", "int",   "number", "float",  "boolean", "bool",
-                                    "object",  "array", "string", "str",    "text"};
+  static const char* kPriority[] = {"integer", "int",   "number", "float", "boolean", "bool",
+                                    "object",  "array", "string", "str",   "text"};
   for (const char* t : kPriority) {
     if (!has(t)) continue;
     std::string_view tv = t;
@@ -306,7 +314,8 @@ void m3_candidates(const nlohmann::json& s, std::vector<M3Atom>& out) {
   }
   auto p = s.find("properties");
   auto ap = s.find("additionalProperties");
-  if ((p != s.end() && p->is_object()) || (ap != s.end() && !(ap->is_boolean() && !ap->get<bool>()))) {
+  if ((p != s.end() && p->is_object()) ||
+      (ap != s.end() && !(ap->is_boolean() && !ap->get<bool>()))) {
     out.push_back(M3Atom::kObject);
     return;
   }
@@ -383,9 +392,7 @@ M3Type M3Type::from_property(const nlohmann::json& property) {
   return t;
 }
 
-bool M3Type::has(M3Atom a) const {
-  return std::count(candidates.begin(), candidates.end(), a) > 0;
-}
+bool M3Type::has(M3Atom a) const { return std::count(candidates.begin(), candidates.end(), a) > 0; }
 
 ojson M3Type::convert(const std::string& text) const {
   if (text.empty()) {

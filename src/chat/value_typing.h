@@ -12,7 +12,6 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
-
 #include <optional>
 #include <string>
 #include <string_view>
@@ -64,7 +63,7 @@ struct M3Type {
 };
 
 // ---- Python number grammar (exposed for tests) ----
-bool py_parse_int(std::string_view s, ojson& out);    // int(s)
+bool py_parse_int(std::string_view s, ojson& out);     // int(s)
 bool py_parse_float(std::string_view s, double& out);  // float(s), finite values only
 
 }  // namespace mmx::chat

@@ -5,37 +5,73 @@
 //
 // Marker words only ever sit in text positions (never inside a tag name), because a tag name is
 // syntax: e.g. an M3 close tag with no opener is consumed as structure.
-#include "parse_helpers.h"
-
 #include <random>
+
+#include "parse_helpers.h"
 
 namespace mmx::chat {
 namespace {
 
 std::vector<std::string> fragments_for(OutputFormat f) {
-  std::vector<std::string> common = {" ", "\n", "\n\n", "  \t", "<", ">", "/", "\"", "é", "漢字", "🌸",
-                                     "{", "}", "[1, 2]", "null", "true", "3", "2.5", "None"};
+  std::vector<std::string> common = {" ",    "\n",   "\n\n", "  \t", "<",   ">", "/",
+                                     "\"",   "é",    "漢字", "🌸",    "{",   "}", "[1, 2]",
+                                     "null", "true", "3",    "2.5",  "None"};
   std::vector<std::string> extra;
   switch (f) {
     case OutputFormat::kM3: {
       const std::string NS = "]<]minimax[>[";
-      extra = {"<mm:think>", "</mm:think>", "<mm:th", "</mm:", NS + "<tool_call>", NS + "</tool_call>",
-               NS + "<tool_c", "]<]mini", NS + "<invoke name=\"get_weather\">", NS + "<invoke name=\"zz\">",
-               NS + "</invoke>", NS + "<city>", NS + "</city>", NS + "<opts>", NS + "</opts>", NS + "<lang>",
-               NS + "</lang>", NS + "<tags>", NS + "</tags>", NS + "<item>", NS + "</item>", NS + "<days>",
+      extra = {"<mm:think>",
+               "</mm:think>",
+               "<mm:th",
+               "</mm:",
+               NS + "<tool_call>",
+               NS + "</tool_call>",
+               NS + "<tool_c",
+               "]<]mini",
+               NS + "<invoke name=\"get_weather\">",
+               NS + "<invoke name=\"zz\">",
+               NS + "</invoke>",
+               NS + "<city>",
+               NS + "</city>",
+               NS + "<opts>",
+               NS + "</opts>",
+               NS + "<lang>",
+               NS + "</lang>",
+               NS + "<tags>",
+               NS + "</tags>",
+               NS + "<item>",
+               NS + "</item>",
+               NS + "<days>",
                NS + "</days>"};
       break;
     }
     case OutputFormat::kM1:
-      extra = {"<think>", "</think>", "<thi", "</th", "<tool_calls>", "</tool_calls>", "<tool_c",
-               "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"", "\"}}",
-               "{\"name\": \"run_code\", \"arguments\": \"", "\"}"};
+      extra = {"<think>",      "</think>",
+               "<thi",         "</th",
+               "<tool_calls>", "</tool_calls>",
+               "<tool_c",      "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"",
+               "\"}}",         "{\"name\": \"run_code\", \"arguments\": \"",
+               "\"}"};
       break;
     default:
-      extra = {"<think>", "</think>", "<thi", "</thin", "<minimax:tool_call>", "</minimax:tool_call>",
-               "<minimax:to", "</minimax:", "<invoke name=\"get_weather\">", "<invoke name=",
-               "<invoke name='run_code'>", "</invoke>", "</inv", "<parameter name=\"city\">",
-               "<parameter name=\"days\">", "<parameter name=\"opts\">", "<parameter name=", "</parameter>",
+      extra = {"<think>",
+               "</think>",
+               "<thi",
+               "</thin",
+               "<minimax:tool_call>",
+               "</minimax:tool_call>",
+               "<minimax:to",
+               "</minimax:",
+               "<invoke name=\"get_weather\">",
+               "<invoke name=",
+               "<invoke name='run_code'>",
+               "</invoke>",
+               "</inv",
+               "<parameter name=\"city\">",
+               "<parameter name=\"days\">",
+               "<parameter name=\"opts\">",
+               "<parameter name=",
+               "</parameter>",
                "</param"};
   }
   extra.insert(extra.end(), common.begin(), common.end());
@@ -47,11 +83,12 @@ std::string good_call(OutputFormat f, const std::string& word) {
   switch (f) {
     case OutputFormat::kM3: {
       const std::string NS = "]<]minimax[>[";
-      return NS + "<tool_call>\n" + NS + "<invoke name=\"get_weather\">" + NS + "<city>" + word + NS +
-             "</city>" + NS + "</invoke>\n" + NS + "</tool_call>";
+      return NS + "<tool_call>\n" + NS + "<invoke name=\"get_weather\">" + NS + "<city>" + word +
+             NS + "</city>" + NS + "</invoke>\n" + NS + "</tool_call>";
     }
     case OutputFormat::kM1:
-      return "<tool_calls>\n{\"name\": \"run_code\", \"arguments\": {\"code\": \"" + word + "\"}}\n</tool_calls>";
+      return "<tool_calls>\n{\"name\": \"run_code\", \"arguments\": {\"code\": \"" + word +
+             "\"}}\n</tool_calls>";
     default:
       return "<minimax:tool_call>\n<invoke name=\"run_code\">\n<parameter name=\"code\">" + word +
              "</parameter>\n</invoke>\n</minimax:tool_call>";

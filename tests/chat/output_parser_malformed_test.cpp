@@ -42,7 +42,8 @@ TEST(Malformed, SecondThinkStartIsContent) {
 }
 
 TEST(Malformed, PartialTagsAtTheEndAreText) {
-  EXPECT_EQ(parse_all_modes(kM2, "r</think>\n\nhello <minimax:tool", true).content, "hello <minimax:tool");
+  EXPECT_EQ(parse_all_modes(kM2, "r</think>\n\nhello <minimax:tool", true).content,
+            "hello <minimax:tool");
   EXPECT_EQ(parse_all_modes(kM2, "abc</thi", true).reasoning, "abc</thi");
   EXPECT_EQ(parse_all_modes(kM2, "</thi", false).content, "</thi");
   EXPECT_EQ(parse_all_modes(kM3, "x ]<]minimax[>[<tool", false).content, "x ]<]minimax[>[<tool");
@@ -52,7 +53,8 @@ TEST(Malformed, PartialTagsAtTheEndAreText) {
 
 TEST(Malformed, MissingInvokeEnd) {
   std::string block =
-      "<minimax:tool_call>\n<invoke name=\"get_weather\">\n<parameter name=\"city\">Paris</parameter>\n"
+      "<minimax:tool_call>\n<invoke name=\"get_weather\">\n<parameter "
+      "name=\"city\">Paris</parameter>\n"
       "</minimax:tool_call>";
   auto d = parse_all_modes(kM2, "r</think>\n\nok\n" + block, true);
   EXPECT_TRUE(d.tool_calls.empty());
@@ -61,7 +63,8 @@ TEST(Malformed, MissingInvokeEnd) {
 
 TEST(Malformed, OneGoodOneBrokenInvokeRejectsTheBlock) {
   std::string block =
-      "<minimax:tool_call>\n<invoke name=\"get_weather\"><parameter name=\"city\">A</parameter></invoke>\n"
+      "<minimax:tool_call>\n<invoke name=\"get_weather\"><parameter "
+      "name=\"city\">A</parameter></invoke>\n"
       "<invoke name=\"get_weather\"><parameter name=\"city\">B</parameter>\n</minimax:tool_call>";
   auto d = parse_all_modes(kM2, block, false);
   EXPECT_TRUE(d.tool_calls.empty());
@@ -70,7 +73,8 @@ TEST(Malformed, OneGoodOneBrokenInvokeRejectsTheBlock) {
 
 TEST(Malformed, MissingBlockEndIsContentAtFinish) {
   std::string text =
-      "Checking.\n<minimax:tool_call>\n<invoke name=\"get_weather\">\n<parameter name=\"city\">Paris"
+      "Checking.\n<minimax:tool_call>\n<invoke name=\"get_weather\">\n<parameter "
+      "name=\"city\">Paris"
       "</parameter>\n</invoke>\n";
   auto d = parse_all_modes(kM2, "r</think>\n\n" + text, true);
   EXPECT_TRUE(d.tool_calls.empty());
@@ -88,7 +92,8 @@ TEST(Malformed, MissingParameterEnd) {
 
 TEST(Malformed, ParameterWithoutEndSwallowsTheNextOneLikeVllm) {
   std::string block =
-      "<minimax:tool_call><invoke name=\"run_code\"><parameter name=\"code\">a\n<parameter name=\"timeout\">"
+      "<minimax:tool_call><invoke name=\"run_code\"><parameter name=\"code\">a\n<parameter "
+      "name=\"timeout\">"
       "5</parameter></invoke></minimax:tool_call>";
   auto d = parse_all_modes(kM2, block, false);
   ASSERT_EQ(d.tool_calls.size(), 1u);
@@ -126,13 +131,15 @@ TEST(Malformed, BadJsonInTypedParametersFallsBackToString) {
   auto d = parse_all_modes(kM2, block, false);
   ASSERT_EQ(d.tool_calls.size(), 1u);
   // vLLM's rules: the literal None/null/nil is null even for a string parameter.
-  EXPECT_EQ(d.tool_calls[0].arguments_json,
-            R"({"days": "three", "ratio": "1/2", "metric": "maybe", "opts": "{lang: en", "tags": "[\"a\",", )"
-            R"("city": null})");
+  EXPECT_EQ(
+      d.tool_calls[0].arguments_json,
+      R"({"days": "three", "ratio": "1/2", "metric": "maybe", "opts": "{lang: en", "tags": "[\"a\",", )"
+      R"("city": null})");
 }
 
 TEST(Malformed, ToolBlockInsideReasoningStaysReasoning) {
-  std::string block = "<minimax:tool_call><invoke name=\"get_weather\"></invoke></minimax:tool_call>";
+  std::string block =
+      "<minimax:tool_call><invoke name=\"get_weather\"></invoke></minimax:tool_call>";
   auto d = parse_all_modes(kM2, "maybe " + block + " later", true);
   EXPECT_EQ(d.reasoning, "maybe " + block + " later");
   EXPECT_TRUE(d.tool_calls.empty());
@@ -140,8 +147,8 @@ TEST(Malformed, ToolBlockInsideReasoningStaysReasoning) {
 
 TEST(Malformed, InvalidUtf8DoesNotThrow) {
   std::string bad = "\xff\xfe";
-  std::string block = "<minimax:tool_call><invoke name=\"run_code\"><parameter name=\"code\">" + bad +
-                      "</parameter></invoke></minimax:tool_call>";
+  std::string block = "<minimax:tool_call><invoke name=\"run_code\"><parameter name=\"code\">" +
+                      bad + "</parameter></invoke></minimax:tool_call>";
   auto d = parse_all_modes(kM2, "r" + bad + "</think>c" + bad + block, true);
   EXPECT_EQ(d.reasoning, "r" + bad);
   EXPECT_EQ(d.content, "c" + bad);
@@ -150,7 +157,8 @@ TEST(Malformed, InvalidUtf8DoesNotThrow) {
 }
 
 TEST(Malformed, M3Truncated) {
-  std::string text = "]<]minimax[>[<tool_call>\n]<]minimax[>[<invoke name=\"get_weather\">]<]minimax[>[<city>Pa";
+  std::string text =
+      "]<]minimax[>[<tool_call>\n]<]minimax[>[<invoke name=\"get_weather\">]<]minimax[>[<city>Pa";
   auto d = parse_all_modes(kM3, text, false);
   EXPECT_TRUE(d.tool_calls.empty());
   EXPECT_EQ(d.content, text);
@@ -168,15 +176,17 @@ TEST(Malformed, M3StrayTextBetweenParameters) {
 TEST(Malformed, M3MismatchedNestedTagsAreBestEffort) {
   // An unmatched close tag pops up to its opener (vLLM's stack rule); nothing is dropped.
   std::string NS = "]<]minimax[>[";
-  std::string text = NS + "<tool_call>" + NS + "<invoke name=\"get_weather\">" + NS + "<opts>" + NS + "<lang>en" +
-                     NS + "<depth>2" + NS + "</lang>" + NS + "</opts>" + NS + "</invoke>" + NS + "</tool_call>";
+  std::string text = NS + "<tool_call>" + NS + "<invoke name=\"get_weather\">" + NS + "<opts>" +
+                     NS + "<lang>en" + NS + "<depth>2" + NS + "</lang>" + NS + "</opts>" + NS +
+                     "</invoke>" + NS + "</tool_call>";
   auto d = parse_all_modes(kM3, text, false);
   ASSERT_EQ(d.tool_calls.size(), 1u);
   EXPECT_EQ(d.tool_calls[0].arguments_json, R"({"opts": {"lang": {"depth": "2", "$text": "en"}}})");
 }
 
 TEST(Malformed, M1BadLineRejectsTheBlock) {
-  std::string text = "<tool_calls>\n{\"name\": \"get_weather\", \"arguments\": {}}\nnot json\n</tool_calls>";
+  std::string text =
+      "<tool_calls>\n{\"name\": \"get_weather\", \"arguments\": {}}\nnot json\n</tool_calls>";
   auto d = parse_all_modes(kM1, text, false);
   EXPECT_TRUE(d.tool_calls.empty());
   EXPECT_EQ(d.content, text);
@@ -193,10 +203,12 @@ TEST(Malformed, FeedAfterFinishIsIgnored) {
 }
 
 TEST(Malformed, MalformedToolsArrayIsIgnored) {
-  nlohmann::json tools = nlohmann::json::parse(R"([1, "x", {"function": 3}, {"function": {"name": 5}},
+  nlohmann::json tools =
+      nlohmann::json::parse(R"([1, "x", {"function": 3}, {"function": {"name": 5}},
       {"function": {"name": "get_weather", "parameters": "not a schema"}}])");
-  std::string block = "<minimax:tool_call><invoke name=\"get_weather\"><parameter name=\"days\">3</parameter>"
-                      "</invoke></minimax:tool_call>";
+  std::string block =
+      "<minimax:tool_call><invoke name=\"get_weather\"><parameter name=\"days\">3</parameter>"
+      "</invoke></minimax:tool_call>";
   auto d = parse_all_modes(kM2, block, false, tools);
   ASSERT_EQ(d.tool_calls.size(), 1u);
   EXPECT_EQ(d.tool_calls[0].arguments_json, R"({"days": "3"})");

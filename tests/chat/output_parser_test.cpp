@@ -10,13 +10,16 @@ constexpr auto kM2 = OutputFormat::kM2;
 constexpr auto kM3 = OutputFormat::kM3;
 constexpr auto kM1 = OutputFormat::kM1;
 
-std::string m2_call(const std::string& name, const std::vector<std::pair<std::string, std::string>>& params) {
+std::string m2_call(const std::string& name,
+                    const std::vector<std::pair<std::string, std::string>>& params) {
   std::string s = "<invoke name=\"" + name + "\">\n";
   for (const auto& [k, v] : params) s += "<parameter name=\"" + k + "\">" + v + "</parameter>\n";
   return s + "</invoke>\n";
 }
 
-std::string m2_block(const std::string& invokes) { return "<minimax:tool_call>\n" + invokes + "</minimax:tool_call>"; }
+std::string m2_block(const std::string& invokes) {
+  return "<minimax:tool_call>\n" + invokes + "</minimax:tool_call>";
+}
 
 // ---- M2 ----
 
@@ -59,9 +62,10 @@ TEST(M2, ContentOneToolCall) {
 }
 
 TEST(M2, SeveralInvokesInOneBlock) {
-  std::string text = "r</think>\n\n" + m2_block(m2_call("get_weather", {{"city", "Oslo"}}) +
-                                                   m2_call("run_code", {{"code", "print(1)"}, {"timeout", "2.5"}}) +
-                                                   m2_call("get_weather", {{"city", "Rome"}}));
+  std::string text =
+      "r</think>\n\n" + m2_block(m2_call("get_weather", {{"city", "Oslo"}}) +
+                                 m2_call("run_code", {{"code", "print(1)"}, {"timeout", "2.5"}}) +
+                                 m2_call("get_weather", {{"city", "Rome"}}));
   auto d = parse_all_modes(kM2, text, true);
   EXPECT_EQ(d.content, "");
   ASSERT_EQ(d.tool_calls.size(), 3u);
@@ -73,8 +77,8 @@ TEST(M2, SeveralInvokesInOneBlock) {
 }
 
 TEST(M2, SeveralBlocks) {
-  std::string text = "r</think>\n\nFirst.\n" + m2_block(m2_call("get_weather", {{"city", "A"}})) + "\n" +
-                     m2_block(m2_call("get_weather", {{"city", "B"}})) + "\n";
+  std::string text = "r</think>\n\nFirst.\n" + m2_block(m2_call("get_weather", {{"city", "A"}})) +
+                     "\n" + m2_block(m2_call("get_weather", {{"city", "B"}})) + "\n";
   auto d = parse_all_modes(kM2, text, true);
   EXPECT_EQ(d.content, "First.");
   ASSERT_EQ(d.tool_calls.size(), 2u);
@@ -82,7 +86,8 @@ TEST(M2, SeveralBlocks) {
 }
 
 TEST(M2, TextAfterBlockIsKept) {
-  std::string text = "r</think>\n\nA\n" + m2_block(m2_call("get_weather", {{"city", "X"}})) + "\nDone.";
+  std::string text =
+      "r</think>\n\nA\n" + m2_block(m2_call("get_weather", {{"city", "X"}})) + "\nDone.";
   auto d = parse_all_modes(kM2, text, true);
   EXPECT_EQ(d.content, "A\nDone.");
   EXPECT_EQ(d.tool_calls.size(), 1u);
@@ -111,11 +116,13 @@ TEST(M2, StringWithAngleBracketsAndNewlines) {
   auto d = parse_all_modes(kM2, text, true);
   ASSERT_EQ(d.tool_calls.size(), 1u);
   // vLLM strips the value's surrounding whitespace.
-  EXPECT_EQ(d.tool_calls[0].arguments_json, R"J({"code": "if a < b and c > d:\n    print(\"<tag>\")"})J");
+  EXPECT_EQ(d.tool_calls[0].arguments_json,
+            R"J({"code": "if a < b and c > d:\n    print(\"<tag>\")"})J");
 }
 
 TEST(M2, Unicode) {
-  std::string text = "思考中…\n</think>\n\n天気を調べます 🌤️\n" + m2_block(m2_call("get_weather", {{"city", "東京 🌸"}}));
+  std::string text = "思考中…\n</think>\n\n天気を調べます 🌤️\n" +
+                     m2_block(m2_call("get_weather", {{"city", "東京 🌸"}}));
   auto d = parse_all_modes(kM2, text, true);
   EXPECT_EQ(d.reasoning, "思考中…");
   EXPECT_EQ(d.content, "天気を調べます 🌤️");
@@ -124,8 +131,9 @@ TEST(M2, Unicode) {
 }
 
 TEST(M2, SingleQuotedAndUnquotedNames) {
-  std::string text = "r</think><minimax:tool_call><invoke name='get_weather'><parameter name=city>Lima"
-                     "</parameter><parameter name='days'>2</parameter></invoke></minimax:tool_call>";
+  std::string text =
+      "r</think><minimax:tool_call><invoke name='get_weather'><parameter name=city>Lima"
+      "</parameter><parameter name='days'>2</parameter></invoke></minimax:tool_call>";
   auto d = parse_all_modes(kM2, text, true);
   ASSERT_EQ(d.tool_calls.size(), 1u);
   EXPECT_EQ(d.tool_calls[0].name, "get_weather");
@@ -144,7 +152,8 @@ TEST(M2, NotStartingInReasoning) {
 }
 
 TEST(M2AppendThink, PrependsThinkAndKeepsReasoningInContent) {
-  std::string text = "reason\n</think>\n\nHi\n" + m2_block(m2_call("get_weather", {{"city", "Paris"}}));
+  std::string text =
+      "reason\n</think>\n\nHi\n" + m2_block(m2_call("get_weather", {{"city", "Paris"}}));
   auto d = parse_all_modes(OutputFormat::kM2AppendThink, text, true);
   EXPECT_EQ(d.reasoning, "");
   EXPECT_EQ(d.content, "<think>reason\n</think>\n\nHi");
@@ -169,7 +178,9 @@ const std::string NS = "]<]minimax[>[";
 std::string tag(const std::string& name, const std::string& inner) {
   return NS + "<" + name + ">" + inner + NS + "</" + name + ">";
 }
-std::string m3_block(const std::string& invokes) { return NS + "<tool_call>\n" + invokes + NS + "</tool_call>"; }
+std::string m3_block(const std::string& invokes) {
+  return NS + "<tool_call>\n" + invokes + NS + "</tool_call>";
+}
 std::string m3_invoke(const std::string& name, const std::string& params) {
   return NS + "<invoke name=\"" + name + "\">" + params + NS + "</invoke>\n";
 }
@@ -186,19 +197,21 @@ TEST(M3, ReasoningAndContent) {
 }
 
 TEST(M3, NestedObjectsArraysAndTypes) {
-  std::string params = tag("city", "Paris") + tag("days", "3") + tag("metric", "false") +
-                       tag("opts", tag("lang", "fr") + tag("depth", "2")) +
-                       tag("tags", tag("item", "a<b") + tag("item", "line1\nline2")) +
-                       tag("ids", tag("item", "1") + tag("item", "2")) +
-                       tag("rows", tag("item", tag("k", "x") + tag("v", "1.5")) + tag("item", tag("k", "y")));
+  std::string params =
+      tag("city", "Paris") + tag("days", "3") + tag("metric", "false") +
+      tag("opts", tag("lang", "fr") + tag("depth", "2")) +
+      tag("tags", tag("item", "a<b") + tag("item", "line1\nline2")) +
+      tag("ids", tag("item", "1") + tag("item", "2")) +
+      tag("rows", tag("item", tag("k", "x") + tag("v", "1.5")) + tag("item", tag("k", "y")));
   std::string text = "r</mm:think>Calling.\n" + m3_block(m3_invoke("get_weather", params));
   auto d = parse_all_modes(kM3, text, true);
   EXPECT_EQ(d.content, "Calling.");
   ASSERT_EQ(d.tool_calls.size(), 1u);
   EXPECT_EQ(d.tool_calls[0].name, "get_weather");
-  EXPECT_EQ(d.tool_calls[0].arguments_json,
-            R"({"city": "Paris", "days": 3, "metric": false, "opts": {"lang": "fr", "depth": 2}, )"
-            R"("tags": ["a<b", "line1\nline2"], "ids": [1, 2], "rows": [{"k": "x", "v": 1.5}, {"k": "y"}]})");
+  EXPECT_EQ(
+      d.tool_calls[0].arguments_json,
+      R"({"city": "Paris", "days": 3, "metric": false, "opts": {"lang": "fr", "depth": 2}, )"
+      R"("tags": ["a<b", "line1\nline2"], "ids": [1, 2], "rows": [{"k": "x", "v": 1.5}, {"k": "y"}]})");
 }
 
 TEST(M3, NullOmittedAndSeveralInvokes) {
@@ -211,17 +224,20 @@ TEST(M3, NullOmittedAndSeveralInvokes) {
 }
 
 TEST(M3, UnknownToolKeepsStrings) {
-  std::string text = m3_block(m3_invoke("search", tag("q", "42") + tag("filters", tag("site", "a.b"))));
+  std::string text =
+      m3_block(m3_invoke("search", tag("q", "42") + tag("filters", tag("site", "a.b"))));
   auto d = parse_all_modes(kM3, text, false);
   ASSERT_EQ(d.tool_calls.size(), 1u);
   EXPECT_EQ(d.tool_calls[0].arguments_json, R"({"q": "42", "filters": {"site": "a.b"}})");
 }
 
 TEST(M3, UnicodeAndEmptyValues) {
-  std::string text = m3_block(m3_invoke("get_weather", tag("city", "Zürich 🏔") + tag("tags", "") + tag("opts", "")));
+  std::string text = m3_block(
+      m3_invoke("get_weather", tag("city", "Zürich 🏔") + tag("tags", "") + tag("opts", "")));
   auto d = parse_all_modes(kM3, text, false);
   ASSERT_EQ(d.tool_calls.size(), 1u);
-  EXPECT_EQ(d.tool_calls[0].arguments_json, "{\"city\": \"Zürich 🏔\", \"tags\": [], \"opts\": {}}");
+  EXPECT_EQ(d.tool_calls[0].arguments_json,
+            "{\"city\": \"Zürich 🏔\", \"tags\": [], \"opts\": {}}");
 }
 
 // ---- Text-01 / M1 ----
@@ -240,7 +256,8 @@ TEST(M1, ReasoningContentAndJsonLines) {
 }
 
 TEST(M1, UnterminatedBlockIsStillParsedAtFinish) {
-  std::string text = "<tool_calls>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Nice\"}}\n";
+  std::string text =
+      "<tool_calls>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Nice\"}}\n";
   auto d = parse_all_modes(kM1, text, false);
   EXPECT_EQ(d.content, "");
   ASSERT_EQ(d.tool_calls.size(), 1u);

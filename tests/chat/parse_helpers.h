@@ -2,14 +2,14 @@
 // in seeded random chunks, and check that every way gives the same concatenated result.
 #pragma once
 
-#include "chat/output_parser.h"
-
 #include <gtest/gtest.h>
 
 #include <random>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "chat/output_parser.h"
 
 namespace mmx::chat::testing {
 

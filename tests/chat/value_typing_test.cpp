@@ -6,11 +6,15 @@
 namespace mmx::chat {
 namespace {
 
-std::string m2(const std::string& v, std::vector<std::string> types) { return dump_py(m2_convert(v, types)); }
+std::string m2(const std::string& v, std::vector<std::string> types) {
+  return dump_py(m2_convert(v, types));
+}
 
 TEST(DumpPy, PythonLayout) {
-  ojson j = ojson::parse(R"({"b": [1, 2.5, "x"], "a": {"k": null, "t": true}, "u": "é\n\"", "e": {}, "l": []})");
-  EXPECT_EQ(dump_py(j), R"({"b": [1, 2.5, "x"], "a": {"k": null, "t": true}, "u": "é\n\"", "e": {}, "l": []})");
+  ojson j = ojson::parse(
+      R"({"b": [1, 2.5, "x"], "a": {"k": null, "t": true}, "u": "é\n\"", "e": {}, "l": []})");
+  EXPECT_EQ(dump_py(j),
+            R"({"b": [1, 2.5, "x"], "a": {"k": null, "t": true}, "u": "é\n\"", "e": {}, "l": []})");
   EXPECT_EQ(dump_py(ojson(1e-7)), "1e-07");
   EXPECT_EQ(dump_py(ojson(1e16)), "1e+16");
   EXPECT_EQ(dump_py(ojson(100.0)), "100.0");
@@ -27,7 +31,8 @@ TEST(PyNumbers, IntGrammar) {
   EXPECT_EQ(v, 7);
   EXPECT_TRUE(py_parse_int("18446744073709551615", v));
   EXPECT_TRUE(v.is_number_unsigned());
-  for (const char* bad : {"", "1.0", "1__0", "_1", "1_", "0x10", "1e3", "--1", "one"}) EXPECT_FALSE(py_parse_int(bad, v)) << bad;
+  for (const char* bad : {"", "1.0", "1__0", "_1", "1_", "0x10", "1e3", "--1", "one"})
+    EXPECT_FALSE(py_parse_int(bad, v)) << bad;
 }
 
 TEST(PyNumbers, FloatGrammar) {
@@ -39,7 +44,8 @@ TEST(PyNumbers, FloatGrammar) {
   EXPECT_TRUE(py_parse_float("5.", d));
   EXPECT_TRUE(py_parse_float("1_0.2_5", d));
   EXPECT_EQ(d, 10.25);
-  for (const char* bad : {"", ".", "e5", "1e", "inf", "nan", "1,5", "1e999"}) EXPECT_FALSE(py_parse_float(bad, d)) << bad;
+  for (const char* bad : {"", ".", "e5", "1e", "inf", "nan", "1,5", "1e999"})
+    EXPECT_FALSE(py_parse_float(bad, d)) << bad;
 }
 
 TEST(M2Convert, Rules) {
@@ -79,7 +85,8 @@ TEST(M3Convert, Confidence) {
   EXPECT_EQ(dump_py(t(R"({"type": "array"})").convert("")), "[]");
   EXPECT_EQ(dump_py(t(R"({"properties": {}})").convert("{\"a\": 1}")), "{\"a\": 1}");
   EXPECT_EQ(dump_py(t("null").convert(" raw ")), "\" raw \"");
-  auto rows = t(R"({"type": "array", "items": {"type": "object", "properties": {"v": {"type": "number"}}}})");
+  auto rows = t(
+      R"({"type": "array", "items": {"type": "object", "properties": {"v": {"type": "number"}}}})");
   auto item = rows.item(0);
   ASSERT_TRUE(item.has_value());
   EXPECT_TRUE(item->has(M3Atom::kObject));

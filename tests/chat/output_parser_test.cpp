@@ -240,6 +240,38 @@ TEST(M3, UnicodeAndEmptyValues) {
             "{\"city\": \"Zürich 🏔\", \"tags\": [], \"opts\": {}}");
 }
 
+TEST(M3, RepeatedTagCollapsesAndAdditionalProperties) {
+  nlohmann::json tools = nlohmann::json::parse(R"([{"type": "function", "function": {"name": "f",
+      "parameters": {"type": "object", "properties": {
+        "env": {"type": "object", "additionalProperties": {"type": "integer"}},
+        "pick": {"anyOf": [{"type": "integer"}, {"type": "string"}]}}}}}])");
+  std::string params = tag("env", tag("A", "1") + tag("B", "x") + tag("A", "2")) +
+                       tag("pick", "7") + tag("extra", tag("k", "v"));
+  auto d = parse_all_modes(kM3, m3_block(m3_invoke("f", params)), false, tools);
+  ASSERT_EQ(d.tool_calls.size(), 1u);
+  EXPECT_EQ(d.tool_calls[0].arguments_json,
+            R"({"env": {"A": [1, 2], "B": "x"}, "pick": 7, "extra": {"k": "v"}})");
+}
+
+TEST(M3, RepeatedStartTagAtReasoningStart) {
+  auto d = parse_all_modes(kM3, "<mm:think>a</mm:think>\n\nb", true);
+  EXPECT_EQ(d.reasoning, "a");
+  EXPECT_EQ(d.content, "b");
+}
+
+TEST(M2, DuplicateParameterAndUnionTypes) {
+  nlohmann::json tools = nlohmann::json::parse(R"([{"type": "function", "function": {"name": "f",
+      "parameters": {"type": "object", "properties": {
+        "n": {"anyOf": [{"type": "integer"}, {"type": "null"}]},
+        "s": {"type": ["string", "integer"]}}}}}])");
+  std::string text = m2_block(m2_call("f", {{"n", "1"}, {"s", "12"}, {"n", "nil"}, {"x", "[1]"}}));
+  auto d = parse_all_modes(kM2, text, false, tools);
+  ASSERT_EQ(d.tool_calls.size(), 1u);
+  // Priority integer > string; a repeated key keeps its first position and its last value;
+  // an undeclared parameter is a string.
+  EXPECT_EQ(d.tool_calls[0].arguments_json, R"({"n": null, "s": 12, "x": "[1]"})");
+}
+
 // ---- Text-01 / M1 ----
 
 TEST(M1, ReasoningContentAndJsonLines) {

@@ -26,10 +26,7 @@ bool run_test(const std::string& name, const Value& v, const Value* arg) {
   if (name == "mapping") return v.is_object();
   if (name == "sequence") return v.is_array() || v.is_object() || v.is_string();
   if (name == "lower" || name == "upper") {
-    if (v.is_string()) return v.s == (name == "lower" ? js_lower(v.s) : js_upper(v.s));
-    if (v.is_numeric() || v.kind == Kind::kBool || v.is_null() || v.is_undefined())
-      throw_eval(fmt::format("cannot test {} on {}", name, kind_name(v.kind)));
-    return false;
+    return v.is_string() && v.s == (name == "lower" ? js_lower(v.s) : js_upper(v.s));
   }
   if (name == "defined") return !v.is_undefined();
   if (name == "undefined") return v.is_undefined();

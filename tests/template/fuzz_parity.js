@@ -50,9 +50,29 @@ function expr(depth) {
   if (r < 0.93) return `${expr(depth - 1)} if ${expr(depth - 1)} else ${expr(depth - 1)}`;
   return `-${pick(["n", "f", "1", "t", "s"])}`;
 }
+// Whitespace-control soup: text with spaces, tabs, newlines and Unicode spaces around tags.
+const texts = ["", " ", "  ", "\t", "\n", "\n\n", " \n ", "\u00a0", "\u3000x", "a", "b c", "\r\n", "é "];
+const dash = () => (rnd() < 0.4 ? "-" : "");
+function wsBlock(depth) {
+  let out = "";
+  const k = 1 + Math.floor(rnd() * 4);
+  for (let i = 0; i < k; ++i) {
+    out += pick(texts);
+    const r = rnd();
+    if (r < 0.3) out += `{{${dash()} ${pick(["n", "s", "'x'", "e"])} ${dash()}}}`;
+    else if (r < 0.45) out += `{#${dash()} c ${dash()}#}`;
+    else if (r < 0.7 && depth > 0)
+      out += `{%${dash()} if ${pick(["t", "no"])} ${dash()}%}${wsBlock(depth - 1)}{%${dash()} else ${dash()}%}${wsBlock(depth - 1)}{%${dash()} endif ${dash()}%}`;
+    else if (depth > 0)
+      out += `{%${dash()} for i in [1, 2] ${dash()}%}${wsBlock(depth - 1)}{%${dash()} endfor ${dash()}%}`;
+    out += pick(texts);
+  }
+  return out;
+}
 function template() {
+  if (process.env.FUZZ_WS) return wsBlock(2);
   const r = rnd();
-  if (r < 0.6) return `{{ ${expr(3)} }}`;
+  if (r < 0.6) return `{{ ${expr(Number(process.env.FUZZ_DEPTH || 3))} }}`;
   if (r < 0.75) return `{% for x in ${pick(["l", "ls", "d", "objs", "ll", "s", "[]"])} %}{{ loop.index }}{{ ${pick(["x", "x | tojson", "loop.previtem", "loop.last"])} }},{% else %}E{% endfor %}`;
   if (r < 0.85) return `{% set v = ${expr(2)} %}{{ v }}|{{ v | tojson }}`;
   if (r < 0.92) return `{% for a, b in ${pick(["ll", "d.items()", "l"])} %}{{ a }}={{ b }};{% endfor %}`;
@@ -88,5 +108,5 @@ for (let i = 0; i < N; ++i) {
   }
 }
 fs.rmSync(dir, { recursive: true });
-console.log(`${N - bad}/${N} random templates identical`);
+console.log(`${N - bad}/${N} random templates identical (${ref.filter((r) => r.ok).length} render, the rest raise in both)`);
 process.exit(bad ? 1 : 0);

@@ -1,0 +1,76 @@
+// Tokenizer pipeline on a hand-built tokenizer.json (tiny_json.h): added tokens, NFC, post-processor,
+// decode, invalid-UTF-8 policy, refusals. Parity with HF on real files is parity.js's job.
+#include <gtest/gtest.h>
+
+#include "base/error.h"
+#include "tiny_json.h"
+#include "tokenizer/tokenizer.h"
+
+using namespace mmx::tok;
+using test_data::tiny_tokenizer_json;
+using Ids = std::vector<int32_t>;
+
+namespace {
+const Tokenizer& tiny() {
+  static const Tokenizer t = Tokenizer::from_json(tiny_tokenizer_json());
+  return t;
+}
+}  // namespace
+
+TEST(Tokenizer, MergesAndPreTokenization) {
+  EXPECT_EQ(tiny().encode(" the"), (Ids{258}));
+  EXPECT_EQ(tiny().encode("the the"), (Ids{259, 'e', 258}));
+  EXPECT_EQ(tiny().encode(""), Ids{});
+  EXPECT_EQ(tiny().encode("a1234"), (Ids{'a', '1', '2', '3', '4'}));
+}
+
+TEST(Tokenizer, SpecialTokensAreMatchedFirstAndPostProcessorWraps) {
+  EXPECT_EQ(tiny().encode("<s> the</s>"), (Ids{300, 258, 301}));
+  EXPECT_EQ(tiny().encode(" the", true), (Ids{300, 258, 301}));
+  EXPECT_TRUE(tiny().is_special(300));
+  EXPECT_FALSE(tiny().is_special(302));
+  EXPECT_EQ(tiny().token_to_id("</s>"), 301);
+  EXPECT_EQ(tiny().id_to_token(258), test_data::alpha(' ') + "the");
+  EXPECT_EQ(tiny().vocab_size(), 304);
+}
+
+TEST(Tokenizer, LstripRstripAndNormalizedAddedTokens) {
+  EXPECT_EQ(tiny().encode("a  <lst>  b"), (Ids{'a', 302, 'b'}));  // spaces swallowed on both sides
+  EXPECT_EQ(tiny().encode("say hello"), (Ids{'s', 'a', 'y', ' ', 303}));
+  const Ids ids = tiny().encode("xhello");
+  EXPECT_EQ(ids.back(), 303);
+}
+
+TEST(Tokenizer, NfcAppliesBetweenAddedTokens) {
+  // e + U+0301 composes to U+00E9 (bytes C3 A9) before BPE
+  EXPECT_EQ(tiny().encode("e\u0301"), (Ids{0xC3, 0xA9}));
+}
+
+TEST(Tokenizer, DecodeAndSkipSpecial) {
+  const Ids ids = tiny().encode("<s> the cat</s>");
+  EXPECT_EQ(tiny().decode(ids), "<s> the cat</s>");
+  EXPECT_EQ(tiny().decode(ids, true), " the cat");
+  EXPECT_EQ(tiny().decode(Ids{0xE2, 0x82}), "\xEF\xBF\xBD");  // lossy like HF
+  EXPECT_EQ(tiny().decode(Ids{99999, 't'}), "t");                // unknown ids skipped
+}
+
+TEST(Tokenizer, InvalidUtf8IsTokenizedAsItsLossyDecoding) {
+  const std::string bad = "a\xFF" "b";
+  EXPECT_EQ(tiny().encode(bad), tiny().encode("a\uFFFDb"));
+}
+
+TEST(Tokenizer, RefusesUnsupportedComponentsWithClearErrors) {
+  auto j = tiny_tokenizer_json();
+  j["normalizer"] = {{"type", "NFKC"}};
+  try {
+    Tokenizer::from_json(j);
+    FAIL() << "NFKC accepted";
+  } catch (const mmx::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("NFKC"), std::string::npos);
+  }
+  j = tiny_tokenizer_json();
+  j["pre_tokenizer"] = {{"type", "Metaspace"}};
+  EXPECT_THROW(Tokenizer::from_json(j), mmx::Error);
+  EXPECT_THROW(Tokenizer::from_file("/nonexistent/tokenizer.json"), mmx::Error);
+  EXPECT_THROW(Tokenizer::from_json_text("{not json"), mmx::Error);
+}

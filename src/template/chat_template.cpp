@@ -116,4 +116,21 @@ std::string ChatTemplate::render(const json& messages, const json& tools, bool a
   return pick(tools, template_name).render(context(messages, tools, add_generation_prompt, extra_kwargs));
 }
 
+ChatTemplate::json parse_tool_call_arguments(const ChatTemplate::json& messages) {
+  using json = ChatTemplate::json;
+  json out = messages;
+  if (!out.is_array()) return out;
+  for (json& m : out) {
+    if (!m.is_object() || !m.contains("tool_calls") || !m["tool_calls"].is_array()) continue;
+    for (json& call : m["tool_calls"]) {
+      if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) continue;
+      json& fn = call["function"];
+      if (!fn.contains("arguments") || !fn["arguments"].is_string()) continue;
+      json parsed = json::parse(fn["arguments"].get<std::string>(), nullptr, /*allow_exceptions=*/false);
+      if (parsed.is_object()) fn["arguments"] = std::move(parsed);
+    }
+  }
+  return out;
+}
+
 }  // namespace mmx

@@ -54,4 +54,9 @@ class ChatTemplate {
   std::string bos_token_, eos_token_;
 };
 
+// OpenAI clients send tool_calls[].function.arguments as a JSON string; templates such as
+// MiniMax-M2's iterate it as a dict. Returns a copy of `messages` where every such string that
+// parses as a JSON object is replaced by that object (anything else is left as it is).
+nlohmann::ordered_json parse_tool_call_arguments(const nlohmann::ordered_json& messages);
+
 }  // namespace mmx

@@ -96,3 +96,20 @@ TEST(ChatTemplate, OurM2TemplateMatchesTheShippedOneOnPlainChats) {
   json plain = json::parse(R"([{"role":"user","content":"hi"}])");
   EXPECT_EQ(ours.render(plain, nullptr, true, kw), real.render(plain, nullptr, true, kw));
 }
+
+TEST(ChatTemplate, ParseToolCallArguments) {
+  json msgs = json::parse(R"([{"role":"assistant","tool_calls":[
+    {"function":{"name":"f","arguments":"{\"b\": 1, \"a\": [2]}"}},
+    {"function":{"name":"g","arguments":"not json"}},
+    {"function":{"name":"h","arguments":{"k":"v"}}}]}])");
+  json out = mmx::parse_tool_call_arguments(msgs);
+  EXPECT_EQ(out[0]["tool_calls"][0]["function"]["arguments"].dump(), R"({"b":1,"a":[2]})");
+  EXPECT_EQ(out[0]["tool_calls"][1]["function"]["arguments"], "not json");
+  EXPECT_EQ(out[0]["tool_calls"][2]["function"]["arguments"].dump(), R"({"k":"v"})");
+  // The shipped M2 template needs objects: it raises on strings and renders after parsing.
+  EXPECT_THROW(m2().render(json::parse(R"([{"role":"user","content":"u"},{"role":"assistant","content":"",
+    "tool_calls":[{"function":{"name":"f","arguments":"{\"x\": 1}"}}]}])")), mmx::Error);
+  std::string r = m2().render(mmx::parse_tool_call_arguments(json::parse(R"([{"role":"user","content":"u"},
+    {"role":"assistant","content":"","tool_calls":[{"function":{"name":"f","arguments":"{\"x\": 1}"}}]}])")));
+  EXPECT_NE(r.find("<parameter name=\"x\">1</parameter>"), std::string::npos) << r;
+}

@@ -2,12 +2,13 @@
 // src/template/chat_template.h).
 //
 //   mmx chat-template -m DIR --messages FILE.json [--tools FILE.json] [--add-generation-prompt]
-//                     [--kwargs FILE.json] [--template NAME]
+//                     [--kwargs FILE.json] [--template NAME] [--parse-arguments]
 //       prints the rendered prompt to stdout exactly (no newline added).
 // FILE.json for --messages is a JSON array of messages, or an object {"messages": [...],
 // "tools": [...]} (an explicit --tools wins). --kwargs is a JSON object of extra template
 // variables (enable_thinking, model_identity, ...). This output contract is used by acceptance
-// checks: keep it stable.
+// checks: keep it stable. --parse-arguments turns tool-call arguments given as JSON strings into
+// objects first (mmx::parse_tool_call_arguments), as the server does.
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -36,7 +37,7 @@ nlohmann::ordered_json read_json(const std::string& path, const char* what) {
 void add_chat_template(CLI::App& app, Action& action) {
   struct Opts {
     std::string model_dir, messages, tools, kwargs, name;
-    bool add_generation_prompt = false;
+    bool add_generation_prompt = false, parse_arguments = false;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* c = app.add_subcommand("chat-template", "Render the model's chat template for a conversation");
@@ -46,6 +47,7 @@ void add_chat_template(CLI::App& app, Action& action) {
   c->add_flag("--add-generation-prompt", o->add_generation_prompt, "End with the assistant turn opener");
   c->add_option("--kwargs", o->kwargs, "JSON file: object of extra template variables");
   c->add_option("--template", o->name, "Template name when tokenizer_config.json has several");
+  c->add_flag("--parse-arguments", o->parse_arguments, "Parse tool-call arguments given as JSON strings");
   c->callback([o, &action] {
     action = [o] {
       nlohmann::ordered_json messages = read_json(o->messages, "messages");
@@ -58,6 +60,7 @@ void add_chat_template(CLI::App& app, Action& action) {
       }
       if (!o->tools.empty()) tools = read_json(o->tools, "tools");
       if (!o->kwargs.empty()) kwargs = read_json(o->kwargs, "kwargs");
+      if (o->parse_arguments) messages = parse_tool_call_arguments(messages);
       ChatTemplate t = ChatTemplate::from_dir(o->model_dir);
       std::string out = t.render(messages, tools, o->add_generation_prompt, kwargs, o->name);
       std::fwrite(out.data(), 1, out.size(), stdout);

@@ -25,8 +25,8 @@ $(TINY)/model.safetensors: | build
 	$(MMX) make-tiny --arch minimax_m2 -o $(TINY) --dtype bf16 --seed 1
 
 run: build $(TINY)/model.safetensors
-	@echo "== generating 32 tokens from the embedded tiny MiniMax-M2 ($(TINY)) =="
-	$(MMX) generate -m $(TINY) --ids 505,72,101,108,108,111 -n 32 --temp 0.8 --top-p 0.95 --seed 7 --stats
+	@echo "== chat with the embedded tiny MiniMax-M2 ($(TINY): random weights, so the reply is noise) =="
+	$(MMX) generate -m $(TINY) --chat -p "Hello! Who are you?" --show-prompt -n 32 --temp 0.8 --top-p 0.95 --seed 7 --stats
 
 test: build
 	@bash scripts/npm_setup.sh $(BUILD)

@@ -75,7 +75,7 @@ TinyTokenizer build_tiny_tokenizer(int vocab_size) {
     for (const auto& [p, n] : counts)
       if (n > best_n) best = p, best_n = n;
     std::string merged;
-    if (best_n >= 2) {
+    if (best_n >= 1) {
       merged = best.first + best.second;
       for (auto& w : words) {
         std::vector<std::string> nw;

@@ -1,30 +1,88 @@
 // mmx generate: stream tokens from a checkpoint.
+//   --ids 1,2,3     prompt as token ids; generated ids are printed space-separated on one line
+//   -p TEXT         prompt as text (the checkpoint's tokenizer.json); generated text is streamed
+//   -p TEXT --chat  TEXT is one user message rendered with the checkpoint's chat template
 #include <cstdio>
+#include <optional>
 
 #include "base/error.h"
 #include "common.h"
 #include "engine/generate.h"
 #include "ops/ops.h"
+#include "template/chat_template.h"
+#include "tokenizer/detokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace mmx::cli {
 
 namespace {
 struct Opts {
-  std::string model, prompt, ids;
+  std::string model, prompt, ids, system;
   int n = 32, threads = 0;
   SamplingParams sp;
   bool stats = false;
   bool ignore_eos = false;
+  bool chat = false;
+  bool show_prompt = false;
 };
+
+void run_generate(const Opts& o) {
+  ops::set_n_threads(o.threads);
+  std::optional<tok::Tokenizer> tokenizer;
+  std::vector<int32_t> prompt;
+  if (!o.ids.empty()) {
+    prompt = parse_ids(o.ids);
+  } else {
+    if (o.prompt.empty()) fail("give a prompt: -p TEXT (or --ids 1,2,3)");
+    tokenizer = tok::Tokenizer::from_path(o.model);
+    std::string text = o.prompt;
+    if (o.chat) {
+      nlohmann::json messages = nlohmann::json::array();
+      if (!o.system.empty()) messages.push_back({{"role", "system"}, {"content", o.system}});
+      messages.push_back({{"role", "user"}, {"content", o.prompt}});
+      text = ChatTemplate::from_dir(o.model).render(messages, nullptr, /*add_generation_prompt=*/true);
+    }
+    // A chat template writes its special tokens as text; a raw prompt gets the tokenizer's own
+    // post-processing (as HF `tokenizer(text)` does).
+    prompt = tokenizer->encode(text, /*add_special_tokens=*/!o.chat);
+    if (o.show_prompt) std::fprintf(stderr, "%s", text.c_str());
+  }
+  auto model = load_model(o.model, progress_bar);
+  Sampler sampler(o.sp);
+  GenerateStats st;
+  std::optional<tok::Detokenizer> detok;
+  if (tokenizer) detok.emplace(*tokenizer, /*skip_special_tokens=*/false);
+  bool first = true;
+  generate(*model, prompt, o.n, sampler,
+           o.ignore_eos ? std::vector<int64_t>{} : model->config().eos_token_ids,
+           [&](int32_t t) {
+             if (detok) std::fputs(detok->push(t).c_str(), stdout);
+             else std::printf(first ? "%d" : " %d", t);
+             std::fflush(stdout);
+             first = false;
+             return true;
+           },
+           &st);
+  if (detok) std::fputs(detok->flush().c_str(), stdout);
+  std::printf("\n");
+  if (o.stats)
+    std::fprintf(stderr, "prefill %lld tokens in %.3f s (%.1f tok/s); decode %lld tokens in %.3f s (%.1f tok/s)\n",
+                 (long long)st.n_prompt, st.prefill_s, st.n_prompt / st.prefill_s, (long long)st.n_generated,
+                 st.decode_s, st.n_generated > 1 ? (st.n_generated - 1) / st.decode_s : 0.0);
+}
 }  // namespace
 
 void add_generate(CLI::App& app, Action& action) {
   auto o = std::make_shared<Opts>();
-  CLI::App* c = app.add_subcommand("generate", "Generate tokens after a prompt (prints ids, space-separated, on stdout)");
+  CLI::App* c = app.add_subcommand(
+      "generate", "Generate after a prompt: text in -> text out, or --ids in -> ids out (space-separated)");
   c->add_option("-m,--model", o->model, "Checkpoint directory (Hugging Face layout)")->required();
-  auto* p = c->add_option("-p,--prompt", o->prompt, "Prompt text (needs the tokenizer; not available yet — use --ids)");
+  auto* p = c->add_option("-p,--prompt", o->prompt, "Prompt text (tokenized with the checkpoint's tokenizer.json)");
   auto* i = c->add_option("--ids", o->ids, "Prompt token ids, comma-separated, e.g. 1,2,3");
   p->excludes(i);
+  c->add_flag("--chat", o->chat, "Render -p as a user message with the checkpoint's chat template")->needs(p);
+  c->add_option("--system", o->system, "System message (with --chat)");
+  c->add_flag("--show-prompt", o->show_prompt, "Print the rendered prompt on stderr");
   c->add_option("-n,--n-predict", o->n, "Number of tokens to generate")->check(CLI::NonNegativeNumber);
   c->add_option("--temp", o->sp.temperature, "Sampling temperature (0 = greedy)");
   c->add_option("--top-k", o->sp.top_k, "Top-k (0 = off)");
@@ -34,34 +92,7 @@ void add_generate(CLI::App& app, Action& action) {
   c->add_option("-t,--threads", o->threads, "CPU threads (0 = all cores)");
   c->add_flag("--stats", o->stats, "Print prefill/decode speed on stderr");
   c->add_flag("--ignore-eos", o->ignore_eos, "Do not stop at the end-of-sequence token");
-  c->callback([o, &action] {
-    action = [o] {
-      if (o->ids.empty())
-        fail("text prompts need the tokenizer, which is not part of this build yet; pass token ids "
-             "with --ids 1,2,3");
-      ops::set_n_threads(o->threads);
-      const std::vector<int32_t> prompt = parse_ids(o->ids);
-      auto model = load_model(o->model, progress_bar);
-      Sampler sampler(o->sp);
-      GenerateStats st;
-      bool first = true;
-      generate(*model, prompt, o->n, sampler,
-               o->ignore_eos ? std::vector<int64_t>{} : model->config().eos_token_ids,
-               [&](int32_t t) {
-                 std::printf(first ? "%d" : " %d", t);
-                 std::fflush(stdout);
-                 first = false;
-                 return true;
-               },
-               &st);
-      std::printf("\n");
-      if (o->stats)
-        std::fprintf(stderr, "prefill %lld tokens in %.3f s (%.1f tok/s); decode %lld tokens in %.3f s (%.1f tok/s)\n",
-                     (long long)st.n_prompt, st.prefill_s, st.n_prompt / st.prefill_s,
-                     (long long)st.n_generated, st.decode_s,
-                     st.n_generated > 1 ? (st.n_generated - 1) / st.decode_s : 0.0);
-    };
-  });
+  c->callback([o, &action] { action = [o] { run_generate(*o); }; });
 }
 
 }  // namespace mmx::cli

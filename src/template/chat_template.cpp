@@ -61,9 +61,12 @@ ChatTemplate::ChatTemplate(const std::map<std::string, std::string>& templates, 
       if (!config.contains(key)) continue;
       const json& t = config[key];
       std::string content;
-      if (t.is_string()) content = t.get<std::string>();
-      else if (t.is_object() && t.contains("content") && t["content"].is_string()) content = t["content"].get<std::string>();
-      else continue;
+      if (t.is_string())
+        content = t.get<std::string>();
+      else if (t.is_object() && t.contains("content") && t["content"].is_string())
+        content = t["content"].get<std::string>();
+      else
+        continue;
       special_tokens_[key] = content;
     }
   }

@@ -39,13 +39,15 @@ bool run_test(const std::string& name, const Value& v, const Value* arg) {
 
 int compare_values(const Value& a, const Value& b, bool case_sensitive) {
   if (a.is_null() && b.is_null()) return 0;
-  if (a.is_null() || b.is_null()) throw_eval(fmt::format("Cannot compare {} with {}", kind_name(a.kind), kind_name(b.kind)));
+  if (a.is_null() || b.is_null())
+    throw_eval(fmt::format("Cannot compare {} with {}", kind_name(a.kind), kind_name(b.kind)));
   if (a.is_undefined() && b.is_undefined()) return 0;
   if (a.is_undefined() || b.is_undefined())
     throw_eval(fmt::format("Cannot compare {} with {}", kind_name(a.kind), kind_name(b.kind)));
   bool an = a.is_numeric() || a.kind == Kind::kBool, bn = b.is_numeric() || b.kind == Kind::kBool;
   if (an && bn) return a.num() < b.num() ? -1 : a.num() > b.num() ? 1 : 0;
-  if (a.kind != b.kind) throw_eval(fmt::format("Cannot compare different types: {} and {}", kind_name(a.kind), kind_name(b.kind)));
+  if (a.kind != b.kind)
+    throw_eval(fmt::format("Cannot compare different types: {} and {}", kind_name(a.kind), kind_name(b.kind)));
   if (a.is_string()) {
     // JS compares UTF-16 code units; for BMP text that is code point order.
     std::string x = case_sensitive ? a.s : js_lower(a.s), y = case_sensitive ? b.s : js_lower(b.s);
@@ -117,7 +119,10 @@ static std::string js_join(const Array& a, const std::string& sep) {
 
 static Value json_filter(const Value& v, const Object& kwargs) {
   JsonOptions opt;
-  auto get = [&](const char* k) { const Value* x = kwargs.find(k); return x ? *x : Value::undefined(); };
+  auto get = [&](const char* k) {
+    const Value* x = kwargs.find(k);
+    return x ? *x : Value::undefined();
+  };
   Value indent = get("indent"), ea = get("ensure_ascii"), sk = get("sort_keys"), sep = get("separators");
   if (!indent.is_undefined() && !indent.is_null()) {
     if (!indent.is_int()) throw_eval("If set, indent must be a number");
@@ -189,7 +194,8 @@ Value Interpreter::apply_filter(const Value& v, const Node* f, const EnvPtr& env
       if (name == "unique") {
         Array out;
         for (const Value& x : a)
-          if (std::none_of(out.begin(), out.end(), [&](const Value& y) { return strict_equal(x, y); })) out.push_back(x);
+          if (std::none_of(out.begin(), out.end(), [&](const Value& y) { return strict_equal(x, y); }))
+            out.push_back(x);
         return Value::array(std::move(out));
       }
       throw_eval(fmt::format("Unknown ArrayValue filter: {}", name));
@@ -297,7 +303,8 @@ Value Interpreter::apply_filter(const Value& v, const Node* f, const EnvPtr& env
       Value cs = pick(1, "case_sensitive", Value::boolean(false));
       if (cs.kind != Kind::kBool) throw_eval("case_sensitive must be a boolean");
       Value attr = pick(2, "attribute", Value::null());
-      if (!attr.is_string() && !attr.is_int() && !attr.is_null()) throw_eval("attribute must be a string, integer, or null");
+      if (!attr.is_string() && !attr.is_int() && !attr.is_null())
+        throw_eval("attribute must be a string, integer, or null");
       return sort_array(a, rev.b, cs.b, attr);
     }
     if (name == "selectattr" || name == "rejectattr") {
@@ -313,7 +320,8 @@ Value Interpreter::apply_filter(const Value& v, const Node* f, const EnvPtr& env
       for (const Value& item : a) {
         const Value* attr = item.obj->find(sargs[0].s);
         bool r = false;
-        if (attr) r = sargs.size() > 1 ? run_test(sargs[1].s, *attr, sargs.size() > 2 ? &sargs[2] : nullptr) : truthy(*attr);
+        if (attr)
+          r = sargs.size() > 1 ? run_test(sargs[1].s, *attr, sargs.size() > 2 ? &sargs[2] : nullptr) : truthy(*attr);
         if (r == select) out.push_back(item);
       }
       return Value::array(std::move(out));
@@ -340,7 +348,8 @@ Value Interpreter::apply_filter(const Value& v, const Node* f, const EnvPtr& env
       Value width = pick(0, "width", Value::integer(4));
       if (!width.is_int()) throw_eval("width must be a number");
       Value first = pick(1, "first", Value::boolean(false)), blank = pick(2, "blank", Value::boolean(false));
-      return Value::string(indent_lines(v.s, std::string(size_t(std::max<int64_t>(width.i, 0)), ' '), truthy(first), truthy(blank)));
+      return Value::string(
+          indent_lines(v.s, std::string(size_t(std::max<int64_t>(width.i, 0)), ' '), truthy(first), truthy(blank)));
     }
     if (name == "replace") {
       eval_all();

@@ -124,10 +124,14 @@ Value Interpreter::call_value(const Value& fn, std::vector<Value>& args, const E
 
 Value Interpreter::eval_inner(const Node* n, const EnvPtr& env) {
   switch (n->kind) {
-    case NodeKind::kString: return Value::string(n->str);
-    case NodeKind::kInt: return Value::integer(n->ival);
-    case NodeKind::kFloat: return Value::number(n->fval);
-    case NodeKind::kIdent: return env->lookup(n->str);
+    case NodeKind::kString:
+      return Value::string(n->str);
+    case NodeKind::kInt:
+      return Value::integer(n->ival);
+    case NodeKind::kFloat:
+      return Value::number(n->fval);
+    case NodeKind::kIdent:
+      return env->lookup(n->str);
     case NodeKind::kArray:
     case NodeKind::kTuple: {
       Array a;
@@ -143,8 +147,10 @@ Value Interpreter::eval_inner(const Node* n, const EnvPtr& env) {
       }
       return Value::object(std::move(o));
     }
-    case NodeKind::kMember: return eval_member(n, env);
-    case NodeKind::kCall: return eval_call(n, env);
+    case NodeKind::kMember:
+      return eval_member(n, env);
+    case NodeKind::kCall:
+      return eval_call(n, env);
     case NodeKind::kUnary: {
       Value v = eval(n->a.get(), env);
       if (n->str == "not") return Value::boolean(!truthy(v));
@@ -155,8 +161,10 @@ Value Interpreter::eval_inner(const Node* n, const EnvPtr& env) {
       }
       throw_eval(fmt::format("Unknown operator \"{}\" for {}", n->str, kind_name(v.kind)));
     }
-    case NodeKind::kBinary: return eval_binary(n, env);
-    case NodeKind::kFilter: return apply_filter(eval(n->a.get(), env), n->b.get(), env);
+    case NodeKind::kBinary:
+      return eval_binary(n, env);
+    case NodeKind::kFilter:
+      return apply_filter(eval(n->a.get(), env), n->b.get(), env);
     case NodeKind::kTest: {
       Value v = eval(n->a.get(), env);
       bool r = run_test(n->str, v, nullptr);
@@ -170,15 +178,24 @@ Value Interpreter::eval_inner(const Node* n, const EnvPtr& env) {
       return truthy(eval(n->b.get(), env)) ? eval(n->a.get(), env) : eval(n->c.get(), env);
     case NodeKind::kIf:
       return Value::string(eval_block(truthy(eval(n->a.get(), env)) ? n->body : n->alt, env));
-    case NodeKind::kFor: return Value::string(eval_for(n, env));
-    case NodeKind::kSet: return eval_set(n, env);
-    case NodeKind::kMacro: return eval_macro(n, env);
-    case NodeKind::kCallBlock: return eval_call_block(n, env);
-    case NodeKind::kFilterBlock: return apply_filter(Value::string(eval_block(n->body, env)), n->a.get(), env);
-    case NodeKind::kBreak: throw BreakSignal{};
-    case NodeKind::kContinue: throw ContinueSignal{};
-    case NodeKind::kComment: return Value::null();
-    default: throw_eval("Unknown node type");
+    case NodeKind::kFor:
+      return Value::string(eval_for(n, env));
+    case NodeKind::kSet:
+      return eval_set(n, env);
+    case NodeKind::kMacro:
+      return eval_macro(n, env);
+    case NodeKind::kCallBlock:
+      return eval_call_block(n, env);
+    case NodeKind::kFilterBlock:
+      return apply_filter(Value::string(eval_block(n->body, env)), n->a.get(), env);
+    case NodeKind::kBreak:
+      throw BreakSignal{};
+    case NodeKind::kContinue:
+      throw ContinueSignal{};
+    case NodeKind::kComment:
+      return Value::null();
+    default:
+      throw_eval("Unknown node type");
   }
 }
 
@@ -276,8 +293,10 @@ Value Interpreter::eval_member(const Node* n, const EnvPtr& env) {
       std::optional<int64_t> v[3];
       for (int k = 0; k < 3; ++k) {
         Value x = eval(parts[k], env);
-        if (x.is_int()) v[k] = x.i;
-        else if (!x.is_undefined()) throw_eval(fmt::format("Slice {} must be numeric or undefined", names[k]));
+        if (x.is_int())
+          v[k] = x.i;
+        else if (!x.is_undefined())
+          throw_eval(fmt::format("Slice {} must be numeric or undefined", names[k]));
       }
       if (obj.is_array()) {
         Array out;
@@ -296,7 +315,8 @@ Value Interpreter::eval_member(const Node* n, const EnvPtr& env) {
     prop = Value::string(n->b->str);
   }
   if (obj.is_attr_container()) {
-    if (!prop.is_string()) throw_eval(fmt::format("Cannot access property with non-string: got {}", kind_name(prop.kind)));
+    if (!prop.is_string())
+      throw_eval(fmt::format("Cannot access property with non-string: got {}", kind_name(prop.kind)));
     if (const Value* v = obj.obj->find(prop.s)) return *v;
     if (obj.is_object()) return builtin_member(obj, prop.s).value_or(Value::undefined());
     return Value::undefined();
@@ -311,7 +331,8 @@ Value Interpreter::eval_member(const Node* n, const EnvPtr& env) {
     if (prop.is_string()) return builtin_member(obj, prop.s).value_or(Value::undefined());
     throw_eval(fmt::format("Cannot access property with non-string/non-number: got {}", kind_name(prop.kind)));
   }
-  if (!prop.is_string()) throw_eval(fmt::format("Cannot access property with non-string: got {}", kind_name(prop.kind)));
+  if (!prop.is_string())
+    throw_eval(fmt::format("Cannot access property with non-string: got {}", kind_name(prop.kind)));
   return Value::undefined();
 }
 
@@ -467,10 +488,10 @@ Value Interpreter::eval_macro(const Node* n, const EnvPtr& env) {
     if (p->str == "varargs") va = false;
   }
   env->set(n->str, Value::function([this, n, kw, va](std::vector<Value>& args, const EnvPtr& call_env) {
-    auto scope = std::make_shared<Env>(call_env);  // the reference scopes macros dynamically
-    bind_macro_args("'" + n->str + "'", n->list, kw, va, args, scope);
-    return Value::string(eval_block(n->body, scope));
-  }));
+             auto scope = std::make_shared<Env>(call_env);  // the reference scopes macros dynamically
+             bind_macro_args("'" + n->str + "'", n->list, kw, va, args, scope);
+             return Value::string(eval_block(n->body, scope));
+           }));
   return Value::null();
 }
 

@@ -50,8 +50,8 @@ class Interpreter {
   Value eval_set(const Node* n, const EnvPtr& env);
   Value eval_macro(const Node* n, const EnvPtr& env);
   Value eval_call_block(const Node* n, const EnvPtr& env);
-  void bind_macro_args(const std::string& name, const std::vector<NodePtr>& params, bool uses_kwargs,
-                       bool uses_varargs, std::vector<Value> args, const EnvPtr& scope);
+  void bind_macro_args(const std::string& name, const std::vector<NodePtr>& params, bool uses_kwargs, bool uses_varargs,
+                       std::vector<Value> args, const EnvPtr& scope);
 };
 
 // ---- filters.cpp ----

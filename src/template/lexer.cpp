@@ -11,12 +11,31 @@
 namespace mmx::jinja {
 
 const char* tok_name(Tok t) {
-  static const char* names[] = {"Text", "NumericLiteral", "StringLiteral", "Identifier", "Equals", "OpenParen",
-                                "CloseParen", "OpenStatement", "CloseStatement", "OpenExpression",
-                                "CloseExpression", "OpenSquareBracket", "CloseSquareBracket", "OpenCurlyBracket",
-                                "CloseCurlyBracket", "Comma", "Dot", "Colon", "Pipe", "AdditiveBinaryOperator",
-                                "MultiplicativeBinaryOperator", "ExponentiationBinaryOperator",
-                                "ComparisonBinaryOperator", "UnaryOperator", "Comment"};
+  static const char* names[] = {"Text",
+                                "NumericLiteral",
+                                "StringLiteral",
+                                "Identifier",
+                                "Equals",
+                                "OpenParen",
+                                "CloseParen",
+                                "OpenStatement",
+                                "CloseStatement",
+                                "OpenExpression",
+                                "CloseExpression",
+                                "OpenSquareBracket",
+                                "CloseSquareBracket",
+                                "OpenCurlyBracket",
+                                "CloseCurlyBracket",
+                                "Comma",
+                                "Dot",
+                                "Colon",
+                                "Pipe",
+                                "AdditiveBinaryOperator",
+                                "MultiplicativeBinaryOperator",
+                                "ExponentiationBinaryOperator",
+                                "ComparisonBinaryOperator",
+                                "UnaryOperator",
+                                "Comment"};
   return names[int(t)];
 }
 
@@ -93,8 +112,7 @@ Mapped preprocess(const std::string& source) {
   // trim_blocks: /([#%-]})\n/g -> "$1"
   Mapped b;
   for (size_t i = 0; i < a.s.size();) {
-    if (i + 2 < a.s.size() && std::strchr("#%-", a.s[i]) && a.s[i] != '\0' && a.s[i + 1] == '}' &&
-        a.s[i + 2] == '\n') {
+    if (i + 2 < a.s.size() && std::strchr("#%-", a.s[i]) && a.s[i] != '\0' && a.s[i + 1] == '}' && a.s[i + 2] == '\n') {
       b.push(a.s[i], a.pos[i]);
       b.push(a.s[i + 1], a.pos[i + 1]);
       i += 3;
@@ -153,7 +171,9 @@ struct Lexer {
     fail("chat template syntax error at {}: {}", describe_pos(source, p), msg);
   }
   char at(size_t i) const { return i < m.s.size() ? m.s[i] : '\0'; }
-  void push(Tok t, std::string v, size_t start) { tokens.push_back({t, std::move(v), m.pos[std::min(start, m.pos.size() - 1)]}); }
+  void push(Tok t, std::string v, size_t start) {
+    tokens.push_back({t, std::move(v), m.pos[std::min(start, m.pos.size() - 1)]});
+  }
   bool last_is(std::initializer_list<Tok> ts) const {
     if (tokens.empty()) return false;
     for (Tok t : ts)
@@ -182,7 +202,8 @@ struct Lexer {
           // a \uD8xx\uDCxx pair forms one code point
           if (cp >= 0xD800 && cp <= 0xDBFF && at(cur) == '\\' && at(cur + 1) == 'u') {
             std::string lo = m.s.substr(cur + 2, 4);
-            if (lo.size() == 4 && std::all_of(lo.begin(), lo.end(), [](char h) { return std::isxdigit((unsigned char)h); })) {
+            if (lo.size() == 4 &&
+                std::all_of(lo.begin(), lo.end(), [](char h) { return std::isxdigit((unsigned char)h); })) {
               uint32_t l = uint32_t(std::stoul(lo, nullptr, 16));
               if (l >= 0xDC00 && l <= 0xDFFF) {
                 cp = 0x10000 + ((cp - 0xD800) << 10) + (l - 0xDC00);
@@ -222,21 +243,27 @@ struct Lexer {
   }
 
   void run() {
-    static const std::pair<const char*, Tok> table[] = {
-        {"{%", Tok::kOpenStatement}, {"%}", Tok::kCloseStatement}, {"{{", Tok::kOpenExpression},
-        {"}}", Tok::kCloseExpression}, {"(", Tok::kOpenParen}, {")", Tok::kCloseParen},
-        {"{", Tok::kOpenCurly}, {"}", Tok::kCloseCurly}, {"[", Tok::kOpenBracket},
-        {"]", Tok::kCloseBracket}, {",", Tok::kComma}, {".", Tok::kDot}, {":", Tok::kColon},
-        {"|", Tok::kPipe}, {"<=", Tok::kComparison}, {">=", Tok::kComparison}, {"==", Tok::kComparison},
-        {"!=", Tok::kComparison}, {"<", Tok::kComparison}, {">", Tok::kComparison},
-        {"+", Tok::kAdditive}, {"-", Tok::kAdditive}, {"~", Tok::kAdditive}, {"**", Tok::kPower},
-        {"*", Tok::kMultiplicative}, {"//", Tok::kMultiplicative}, {"/", Tok::kMultiplicative},
-        {"%", Tok::kMultiplicative}, {"=", Tok::kEquals}};
+    static const std::pair<const char*, Tok> table[] = {{"{%", Tok::kOpenStatement},  {"%}", Tok::kCloseStatement},
+                                                        {"{{", Tok::kOpenExpression}, {"}}", Tok::kCloseExpression},
+                                                        {"(", Tok::kOpenParen},       {")", Tok::kCloseParen},
+                                                        {"{", Tok::kOpenCurly},       {"}", Tok::kCloseCurly},
+                                                        {"[", Tok::kOpenBracket},     {"]", Tok::kCloseBracket},
+                                                        {",", Tok::kComma},           {".", Tok::kDot},
+                                                        {":", Tok::kColon},           {"|", Tok::kPipe},
+                                                        {"<=", Tok::kComparison},     {">=", Tok::kComparison},
+                                                        {"==", Tok::kComparison},     {"!=", Tok::kComparison},
+                                                        {"<", Tok::kComparison},      {">", Tok::kComparison},
+                                                        {"+", Tok::kAdditive},        {"-", Tok::kAdditive},
+                                                        {"~", Tok::kAdditive},        {"**", Tok::kPower},
+                                                        {"*", Tok::kMultiplicative},  {"//", Tok::kMultiplicative},
+                                                        {"/", Tok::kMultiplicative},  {"%", Tok::kMultiplicative},
+                                                        {"=", Tok::kEquals}};
     const std::string& s = m.s;
     while (cur < s.size()) {
       if (tokens.empty() || last_is({Tok::kCloseStatement, Tok::kCloseExpression, Tok::kComment})) {
         size_t start = cur;
-        while (cur < s.size() && !(s[cur] == '{' && (at(cur + 1) == '%' || at(cur + 1) == '{' || at(cur + 1) == '#'))) ++cur;
+        while (cur < s.size() && !(s[cur] == '{' && (at(cur + 1) == '%' || at(cur + 1) == '{' || at(cur + 1) == '#')))
+          ++cur;
         if (cur > start) {
           push(Tok::kText, s.substr(start, cur - start), start);
           continue;
@@ -311,9 +338,12 @@ struct Lexer {
         if (type == Tok::kCloseExpression && curly_depth > 0) continue;
         if (s.compare(cur, len, seq) != 0) continue;
         push(type, seq, cur);
-        if (type == Tok::kOpenExpression) curly_depth = 0;
-        else if (type == Tok::kOpenCurly) ++curly_depth;
-        else if (type == Tok::kCloseCurly) --curly_depth;
+        if (type == Tok::kOpenExpression)
+          curly_depth = 0;
+        else if (type == Tok::kOpenCurly)
+          ++curly_depth;
+        else if (type == Tok::kCloseCurly)
+          --curly_depth;
         cur += len;
         matched = true;
         break;

@@ -157,8 +157,10 @@ Value dictsort(const Value& self, std::vector<Value> args) {
   Object kwargs;
   std::vector<Value> pos;
   for (auto& a : args) {
-    if (a.kind == Kind::kKwargs) kwargs = *a.obj;
-    else pos.push_back(a);
+    if (a.kind == Kind::kKwargs)
+      kwargs = *a.obj;
+    else
+      pos.push_back(a);
   }
   auto pick = [&](size_t i, const char* name, Value def) {
     if (i < pos.size()) return pos[i];
@@ -219,7 +221,8 @@ std::optional<Value> builtin_member(const Value& self, const std::string& name) 
     if (name == "get")
       return fn([me](std::vector<Value>& a) {
         if (a.empty() || !a[0].is_string())
-          throw_eval(fmt::format("Object key must be a string: got {}", a.empty() ? "UndefinedValue" : kind_name(a[0].kind)));
+          throw_eval(
+              fmt::format("Object key must be a string: got {}", a.empty() ? "UndefinedValue" : kind_name(a[0].kind)));
         if (const Value* v = me.obj->find(a[0].s)) return *v;
         return a.size() > 1 ? a[1] : Value::null();
       });
@@ -257,14 +260,29 @@ static std::string strftime_js(const std::string& fmt_s) {
     if (fmt_s[i] == '%' && i + 1 < fmt_s.size() && std::string("YmdbBHM%").find(fmt_s[i + 1]) != std::string::npos) {
       char c = fmt_s[++i];
       switch (c) {
-        case 'Y': out += std::to_string(tm.tm_year + 1900); break;
-        case 'm': out += fmt::format("{:02d}", tm.tm_mon + 1); break;
-        case 'd': out += fmt::format("{:02d}", tm.tm_mday); break;
-        case 'b': out += std::string(months[tm.tm_mon]).substr(0, 3); break;
-        case 'B': out += months[tm.tm_mon]; break;
-        case 'H': out += fmt::format("{:02d}", tm.tm_hour); break;
-        case 'M': out += fmt::format("{:02d}", tm.tm_min); break;
-        default: out += '%';
+        case 'Y':
+          out += std::to_string(tm.tm_year + 1900);
+          break;
+        case 'm':
+          out += fmt::format("{:02d}", tm.tm_mon + 1);
+          break;
+        case 'd':
+          out += fmt::format("{:02d}", tm.tm_mday);
+          break;
+        case 'b':
+          out += std::string(months[tm.tm_mon]).substr(0, 3);
+          break;
+        case 'B':
+          out += months[tm.tm_mon];
+          break;
+        case 'H':
+          out += fmt::format("{:02d}", tm.tm_hour);
+          break;
+        case 'M':
+          out += fmt::format("{:02d}", tm.tm_min);
+          break;
+        default:
+          out += '%';
       }
     } else {
       out += fmt_s[i];
@@ -275,35 +293,36 @@ static std::string strftime_js(const std::string& fmt_s) {
 
 void install_globals(Env& env) {
   env.set("namespace", Value::function([](std::vector<Value>& args, const EnvPtr&) {
-    std::vector<Value> pos = args;
-    Object kwargs;
-    if (!pos.empty() && pos.back().kind == Kind::kKwargs) {
-      kwargs = *pos.back().obj;
-      pos.pop_back();
-    }
-    if (pos.size() > 1) throw_eval(fmt::format("namespace expected at most 1 argument, got {}", pos.size()));
-    Object entries;
-    if (pos.size() == 1) {
-      const Value& src = pos[0];
-      if (src.is_object()) {
-        for (const auto& [k, v] : src.obj->items) entries.set(k, v);
-      } else if (src.is_array()) {
-        for (const Value& pair : *src.arr) {
-          std::vector<Value> kv;
-          if (pair.is_array()) kv = *pair.arr;
-          else if (pair.is_string())
-            for (auto& ch : utf8_chars(pair.s)) kv.push_back(Value::string(ch));
-          if (kv.size() != 2) throw_eval("namespace expected an object or an iterable of [key, value] pairs");
-          if (!kv[0].is_string()) throw_eval("namespace keys must be strings");
-          entries.set(kv[0].s, kv[1]);
-        }
-      } else {
-        throw_eval(fmt::format("'{}' object is not iterable", kind_name(src.kind)));
-      }
-    }
-    for (const auto& [k, v] : kwargs.items) entries.set(k, v);
-    return Value::object(std::move(entries), Kind::kNamespace);
-  }));
+            std::vector<Value> pos = args;
+            Object kwargs;
+            if (!pos.empty() && pos.back().kind == Kind::kKwargs) {
+              kwargs = *pos.back().obj;
+              pos.pop_back();
+            }
+            if (pos.size() > 1) throw_eval(fmt::format("namespace expected at most 1 argument, got {}", pos.size()));
+            Object entries;
+            if (pos.size() == 1) {
+              const Value& src = pos[0];
+              if (src.is_object()) {
+                for (const auto& [k, v] : src.obj->items) entries.set(k, v);
+              } else if (src.is_array()) {
+                for (const Value& pair : *src.arr) {
+                  std::vector<Value> kv;
+                  if (pair.is_array())
+                    kv = *pair.arr;
+                  else if (pair.is_string())
+                    for (auto& ch : utf8_chars(pair.s)) kv.push_back(Value::string(ch));
+                  if (kv.size() != 2) throw_eval("namespace expected an object or an iterable of [key, value] pairs");
+                  if (!kv[0].is_string()) throw_eval("namespace keys must be strings");
+                  entries.set(kv[0].s, kv[1]);
+                }
+              } else {
+                throw_eval(fmt::format("'{}' object is not iterable", kind_name(src.kind)));
+              }
+            }
+            for (const auto& [k, v] : kwargs.items) entries.set(k, v);
+            return Value::object(std::move(entries), Kind::kNamespace);
+          }));
   env.set("true", Value::boolean(true));
   env.set("false", Value::boolean(false));
   env.set("none", Value::null());
@@ -311,29 +330,29 @@ void install_globals(Env& env) {
   env.set("False", Value::boolean(false));
   env.set("None", Value::null());
   env.set("raise_exception", Value::function([](std::vector<Value>& args, const EnvPtr&) -> Value {
-    EvalError e;
-    e.msg = args.empty() || args[0].is_undefined() ? "" : js_string(args[0]);
-    e.raised = true;
-    throw e;
-  }));
+            EvalError e;
+            e.msg = args.empty() || args[0].is_undefined() ? "" : js_string(args[0]);
+            e.raised = true;
+            throw e;
+          }));
   env.set("range", Value::function([](std::vector<Value>& args, const EnvPtr&) {
-    if (args.empty() || !args[0].is_numeric()) throw_eval("range() expects numeric arguments");
-    double start = args[0].num(), stop, step = args.size() > 2 && args[2].is_numeric() ? args[2].num() : 1;
-    if (args.size() > 1 && args[1].is_numeric()) {
-      stop = args[1].num();
-    } else {
-      stop = start;
-      start = 0;
-    }
-    if (step == 0) throw_eval("range() step must not be zero");
-    Array out;
-    for (double i = start; step > 0 ? i < stop : i > stop; i += step)
-      out.push_back(std::fmod(i, 1.0) == 0 ? Value::integer(int64_t(i)) : Value::number(i));
-    return Value::array(std::move(out));
-  }));
+            if (args.empty() || !args[0].is_numeric()) throw_eval("range() expects numeric arguments");
+            double start = args[0].num(), stop, step = args.size() > 2 && args[2].is_numeric() ? args[2].num() : 1;
+            if (args.size() > 1 && args[1].is_numeric()) {
+              stop = args[1].num();
+            } else {
+              stop = start;
+              start = 0;
+            }
+            if (step == 0) throw_eval("range() step must not be zero");
+            Array out;
+            for (double i = start; step > 0 ? i < stop : i > stop; i += step)
+              out.push_back(std::fmod(i, 1.0) == 0 ? Value::integer(int64_t(i)) : Value::number(i));
+            return Value::array(std::move(out));
+          }));
   env.set("strftime_now", Value::function([](std::vector<Value>& args, const EnvPtr&) {
-    return Value::string(strftime_js(args.empty() ? "" : js_string(args[0])));
-  }));
+            return Value::string(strftime_js(args.empty() ? "" : js_string(args[0])));
+          }));
 }
 
 }  // namespace mmx::jinja

@@ -61,14 +61,16 @@ struct Parser {
         n->str = t.value;
         return n;
       }
-      case Tok::kOpenStatement: return parse_statement();
+      case Tok::kOpenStatement:
+        return parse_statement();
       case Tok::kOpenExpression: {
         ++cur;
         auto e = parse_expression();
         expect(Tok::kCloseExpression, "Expected closing expression token");
         return e;
       }
-      default: error(fmt::format("Unexpected token type: {}", tok_name(t.type)));
+      default:
+        error(fmt::format("Unexpected token type: {}", tok_name(t.type)));
     }
   }
 
@@ -394,7 +396,8 @@ struct Parser {
         if (is(Tok::kEquals)) {
           ++cur;
           if (arg->kind != NodeKind::kIdent)
-            error(params ? "Expected identifier for parameter declaration" : "Expected identifier for keyword argument");
+            error(params ? "Expected identifier for parameter declaration"
+                         : "Expected identifier for keyword argument");
           auto kw = node(NodeKind::kKwarg, arg->pos);
           kw->str = arg->str;
           kw->a = parse_expression();
@@ -516,7 +519,9 @@ struct Parser {
         ++cur;
         return n;
       }
-      default: --cur; error(fmt::format("Unexpected token: {}", tok_name(t.type)));
+      default:
+        --cur;
+        error(fmt::format("Unexpected token: {}", tok_name(t.type)));
     }
   }
 };

@@ -80,18 +80,30 @@ Value Value::function(Function f) {
 
 const char* kind_name(Kind k) {
   switch (k) {
-    case Kind::kUndefined: return "UndefinedValue";
-    case Kind::kNull: return "NullValue";
-    case Kind::kBool: return "BooleanValue";
-    case Kind::kInt: return "IntegerValue";
-    case Kind::kFloat: return "FloatValue";
-    case Kind::kString: return "StringValue";
-    case Kind::kArray: return "ArrayValue";
-    case Kind::kTuple: return "TupleValue";
-    case Kind::kObject: return "ObjectValue";
-    case Kind::kKwargs: return "KeywordArgumentsValue";
-    case Kind::kNamespace: return "NamespaceValue";
-    case Kind::kFunction: return "FunctionValue";
+    case Kind::kUndefined:
+      return "UndefinedValue";
+    case Kind::kNull:
+      return "NullValue";
+    case Kind::kBool:
+      return "BooleanValue";
+    case Kind::kInt:
+      return "IntegerValue";
+    case Kind::kFloat:
+      return "FloatValue";
+    case Kind::kString:
+      return "StringValue";
+    case Kind::kArray:
+      return "ArrayValue";
+    case Kind::kTuple:
+      return "TupleValue";
+    case Kind::kObject:
+      return "ObjectValue";
+    case Kind::kKwargs:
+      return "KeywordArgumentsValue";
+    case Kind::kNamespace:
+      return "NamespaceValue";
+    case Kind::kFunction:
+      return "FunctionValue";
   }
   return "?";
 }
@@ -99,17 +111,25 @@ const char* kind_name(Kind k) {
 bool truthy(const Value& v) {
   switch (v.kind) {
     case Kind::kUndefined:
-    case Kind::kNull: return false;
-    case Kind::kBool: return v.b;
-    case Kind::kInt: return v.i != 0;
-    case Kind::kFloat: return v.f != 0 && !std::isnan(v.f);
-    case Kind::kString: return !v.s.empty();
+    case Kind::kNull:
+      return false;
+    case Kind::kBool:
+      return v.b;
+    case Kind::kInt:
+      return v.i != 0;
+    case Kind::kFloat:
+      return v.f != 0 && !std::isnan(v.f);
+    case Kind::kString:
+      return !v.s.empty();
     case Kind::kArray:
-    case Kind::kTuple: return !v.arr->empty();
+    case Kind::kTuple:
+      return !v.arr->empty();
     case Kind::kObject:
-    case Kind::kKwargs: return !v.obj->items.empty();
+    case Kind::kKwargs:
+      return !v.obj->items.empty();
     case Kind::kNamespace:
-    case Kind::kFunction: return true;
+    case Kind::kFunction:
+      return true;
   }
   return false;
 }
@@ -163,20 +183,29 @@ static std::string float_output(double d) {
 
 std::string to_output(const Value& v) {
   switch (v.kind) {
-    case Kind::kUndefined: return "undefined";
-    case Kind::kNull: return "null";
-    case Kind::kBool: return v.b ? "true" : "false";
-    case Kind::kInt: return std::to_string(v.i);
-    case Kind::kFloat: return float_output(v.f);
-    case Kind::kString: return v.s;
-    case Kind::kFunction: return "[function]";
-    default: return to_json(v, JsonOptions{}, 0, false);
+    case Kind::kUndefined:
+      return "undefined";
+    case Kind::kNull:
+      return "null";
+    case Kind::kBool:
+      return v.b ? "true" : "false";
+    case Kind::kInt:
+      return std::to_string(v.i);
+    case Kind::kFloat:
+      return float_output(v.f);
+    case Kind::kString:
+      return v.s;
+    case Kind::kFunction:
+      return "[function]";
+    default:
+      return to_json(v, JsonOptions{}, 0, false);
   }
 }
 
 std::string js_string(const Value& v) {
   switch (v.kind) {
-    case Kind::kFloat: return js_number(v.f);
+    case Kind::kFloat:
+      return js_number(v.f);
     case Kind::kArray:
     case Kind::kTuple: {
       // Array.prototype.toString on RuntimeValue objects joins their toString() with ",".
@@ -189,8 +218,10 @@ std::string js_string(const Value& v) {
     }
     case Kind::kObject:
     case Kind::kKwargs:
-    case Kind::kNamespace: return "[object Map]";
-    default: return to_output(v);
+    case Kind::kNamespace:
+      return "[object Map]";
+    default:
+      return to_output(v);
   }
 }
 
@@ -200,13 +231,27 @@ std::string json_quote(const std::string& s, bool ensure_ascii) {
   std::string out = "\"";
   for (uint32_t cp : utf8_decode(s)) {
     switch (cp) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (cp < 0x20) {
           out += fmt::format("\\u{:04x}", cp);
@@ -235,12 +280,18 @@ std::string to_json(const Value& v, const JsonOptions& opt, int depth, bool unde
     item_sep = ",";
   }
   switch (v.kind) {
-    case Kind::kNull: return "null";
-    case Kind::kUndefined: return undefined_to_null ? "null" : "undefined";
-    case Kind::kInt: return std::to_string(v.i);
-    case Kind::kFloat: return std::isfinite(v.f) ? js_number(v.f) : "null";
-    case Kind::kBool: return v.b ? "true" : "false";
-    case Kind::kString: return json_quote(v.s, opt.ensure_ascii);
+    case Kind::kNull:
+      return "null";
+    case Kind::kUndefined:
+      return undefined_to_null ? "null" : "undefined";
+    case Kind::kInt:
+      return std::to_string(v.i);
+    case Kind::kFloat:
+      return std::isfinite(v.f) ? js_number(v.f) : "null";
+    case Kind::kBool:
+      return v.b ? "true" : "false";
+    case Kind::kString:
+      return json_quote(v.s, opt.ensure_ascii);
     case Kind::kArray:
     case Kind::kObject:
     case Kind::kNamespace: {
@@ -271,7 +322,8 @@ std::string to_json(const Value& v, const JsonOptions& opt, int depth, bool unde
       for (size_t k = 0; k < core.size(); ++k) out += (k ? item_sep : "") + core[k];
       return out + (opt.indent > 0 && !core.empty() ? base + "}" : "}");
     }
-    default: fail("Cannot convert to JSON: {}", kind_name(v.kind));
+    default:
+      fail("Cannot convert to JSON: {}", kind_name(v.kind));
   }
 }
 
@@ -284,7 +336,9 @@ static double js_to_number(const std::string& str) {
   if (s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
     double r = 0;
     for (size_t k = 2; k < s.size(); ++k) {
-      int d = std::isdigit((unsigned char)s[k]) ? s[k] - '0' : (std::tolower(s[k]) >= 'a' && std::tolower(s[k]) <= 'f') ? std::tolower(s[k]) - 'a' + 10 : -1;
+      int d = std::isdigit((unsigned char)s[k])                          ? s[k] - '0'
+              : (std::tolower(s[k]) >= 'a' && std::tolower(s[k]) <= 'f') ? std::tolower(s[k]) - 'a' + 10
+                                                                         : -1;
       if (d < 0) return NAN;
       r = r * 16 + d;
     }
@@ -299,9 +353,7 @@ static double js_to_number(const std::string& str) {
   return end == s.c_str() + s.size() ? d : NAN;
 }
 
-static bool is_ref(const Value& v) {
-  return v.is_array() || v.is_attr_container() || v.kind == Kind::kFunction;
-}
+static bool is_ref(const Value& v) { return v.is_array() || v.is_attr_container() || v.kind == Kind::kFunction; }
 
 static const void* ref_ptr(const Value& v) {
   if (v.is_array()) return v.arr.get();
@@ -315,10 +367,14 @@ bool strict_equal(const Value& a, const Value& b) {
   if (a.kind != b.kind) return false;
   switch (a.kind) {
     case Kind::kUndefined:
-    case Kind::kNull: return true;
-    case Kind::kBool: return a.b == b.b;
-    case Kind::kString: return a.s == b.s;
-    default: return false;
+    case Kind::kNull:
+      return true;
+    case Kind::kBool:
+      return a.b == b.b;
+    case Kind::kString:
+      return a.s == b.s;
+    default:
+      return false;
   }
 }
 
@@ -347,16 +403,21 @@ static bool is_array_index(const std::string& k) {
 Value from_json(const nlohmann::ordered_json& j) {
   using nlohmann::ordered_json;
   switch (j.type()) {
-    case ordered_json::value_t::null: return Value::null();
-    case ordered_json::value_t::boolean: return Value::boolean(j.get<bool>());
-    case ordered_json::value_t::number_integer: return Value::integer(j.get<int64_t>());
-    case ordered_json::value_t::number_unsigned: return Value::integer(int64_t(j.get<uint64_t>()));
+    case ordered_json::value_t::null:
+      return Value::null();
+    case ordered_json::value_t::boolean:
+      return Value::boolean(j.get<bool>());
+    case ordered_json::value_t::number_integer:
+      return Value::integer(j.get<int64_t>());
+    case ordered_json::value_t::number_unsigned:
+      return Value::integer(int64_t(j.get<uint64_t>()));
     case ordered_json::value_t::number_float: {
       double d = j.get<double>();
       if (std::isfinite(d) && std::fmod(d, 1.0) == 0 && std::fabs(d) < 9.2e18) return Value::integer(int64_t(d));
       return Value::number(d);
     }
-    case ordered_json::value_t::string: return Value::string(j.get<std::string>());
+    case ordered_json::value_t::string:
+      return Value::string(j.get<std::string>());
     case ordered_json::value_t::array: {
       Array a;
       for (const auto& x : j) a.push_back(from_json(x));
@@ -374,7 +435,8 @@ Value from_json(const nlohmann::ordered_json& j) {
         if (!is_array_index(it.key())) o.set(it.key(), from_json(it.value()));
       return Value::object(std::move(o));
     }
-    default: return Value::undefined();
+    default:
+      return Value::undefined();
   }
 }
 
@@ -388,19 +450,42 @@ std::vector<uint32_t> utf8_decode(const std::string& s) {
     unsigned char c = (unsigned char)s[i];
     uint32_t cp;
     int len;
-    if (c < 0x80) { cp = c; len = 1; }
-    else if ((c & 0xE0) == 0xC0) { cp = c & 0x1F; len = 2; }
-    else if ((c & 0xF0) == 0xE0) { cp = c & 0x0F; len = 3; }
-    else if ((c & 0xF8) == 0xF0) { cp = c & 0x07; len = 4; }
-    else { out.push_back(0xFFFD); ++i; continue; }
-    if (i + size_t(len) > n) { out.push_back(0xFFFD); ++i; continue; }
+    if (c < 0x80) {
+      cp = c;
+      len = 1;
+    } else if ((c & 0xE0) == 0xC0) {
+      cp = c & 0x1F;
+      len = 2;
+    } else if ((c & 0xF0) == 0xE0) {
+      cp = c & 0x0F;
+      len = 3;
+    } else if ((c & 0xF8) == 0xF0) {
+      cp = c & 0x07;
+      len = 4;
+    } else {
+      out.push_back(0xFFFD);
+      ++i;
+      continue;
+    }
+    if (i + size_t(len) > n) {
+      out.push_back(0xFFFD);
+      ++i;
+      continue;
+    }
     bool ok = true;
     for (int k = 1; k < len; ++k) {
       unsigned char cc = (unsigned char)s[i + size_t(k)];
-      if ((cc & 0xC0) != 0x80) { ok = false; break; }
+      if ((cc & 0xC0) != 0x80) {
+        ok = false;
+        break;
+      }
       cp = (cp << 6) | (cc & 0x3F);
     }
-    if (!ok) { out.push_back(0xFFFD); ++i; continue; }
+    if (!ok) {
+      out.push_back(0xFFFD);
+      ++i;
+      continue;
+    }
     out.push_back(cp);
     i += size_t(len);
   }
@@ -482,21 +567,36 @@ size_t utf16_length(const std::string& s) {
 // Case mapping: ASCII, Latin-1, Greek and Cyrillic basic letters (see docs/chat-templates.md).
 static void map_case(std::string& out, uint32_t cp, bool upper) {
   if (upper) {
-    if (cp >= 'a' && cp <= 'z') cp -= 32;
-    else if (cp == 0xDF) { out += "SS"; return; }
-    else if (cp == 0xB5) cp = 0x39C;
-    else if (cp >= 0xE0 && cp <= 0xFE && cp != 0xF7) cp -= 32;
-    else if (cp == 0xFF) cp = 0x178;
-    else if (cp == 0x3C2) cp = 0x3A3;
-    else if (cp >= 0x3B1 && cp <= 0x3C9) cp -= 32;
-    else if (cp >= 0x430 && cp <= 0x44F) cp -= 32;
-    else if (cp >= 0x450 && cp <= 0x45F) cp -= 80;
+    if (cp >= 'a' && cp <= 'z')
+      cp -= 32;
+    else if (cp == 0xDF) {
+      out += "SS";
+      return;
+    } else if (cp == 0xB5)
+      cp = 0x39C;
+    else if (cp >= 0xE0 && cp <= 0xFE && cp != 0xF7)
+      cp -= 32;
+    else if (cp == 0xFF)
+      cp = 0x178;
+    else if (cp == 0x3C2)
+      cp = 0x3A3;
+    else if (cp >= 0x3B1 && cp <= 0x3C9)
+      cp -= 32;
+    else if (cp >= 0x430 && cp <= 0x44F)
+      cp -= 32;
+    else if (cp >= 0x450 && cp <= 0x45F)
+      cp -= 80;
   } else {
-    if (cp >= 'A' && cp <= 'Z') cp += 32;
-    else if (cp >= 0xC0 && cp <= 0xDE && cp != 0xD7) cp += 32;
-    else if (cp >= 0x391 && cp <= 0x3A9 && cp != 0x3A2) cp += 32;
-    else if (cp >= 0x410 && cp <= 0x42F) cp += 32;
-    else if (cp >= 0x400 && cp <= 0x40F) cp += 80;
+    if (cp >= 'A' && cp <= 'Z')
+      cp += 32;
+    else if (cp >= 0xC0 && cp <= 0xDE && cp != 0xD7)
+      cp += 32;
+    else if (cp >= 0x391 && cp <= 0x3A9 && cp != 0x3A2)
+      cp += 32;
+    else if (cp >= 0x410 && cp <= 0x42F)
+      cp += 32;
+    else if (cp >= 0x400 && cp <= 0x40F)
+      cp += 80;
   }
   utf8_append(out, cp);
 }

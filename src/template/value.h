@@ -44,7 +44,7 @@ enum class Kind : uint8_t {
   kFloat,
   kString,
   kArray,
-  kTuple,      // an Array for most purposes, but tojson and `is iterable` treat it differently
+  kTuple,  // an Array for most purposes, but tojson and `is iterable` treat it differently
   kObject,
   kKwargs,     // an Object holding keyword arguments of a call
   kNamespace,  // mutable attribute bag from namespace(); no dict methods
@@ -76,8 +76,8 @@ struct Value {
   bool is_string() const { return kind == Kind::kString; }
   bool is_int() const { return kind == Kind::kInt; }
   bool is_numeric() const { return kind == Kind::kInt || kind == Kind::kFloat; }
-  bool is_array() const { return kind == Kind::kArray || kind == Kind::kTuple; }           // instanceof ArrayValue
-  bool is_object() const { return kind == Kind::kObject || kind == Kind::kKwargs; }        // instanceof ObjectValue
+  bool is_array() const { return kind == Kind::kArray || kind == Kind::kTuple; }     // instanceof ArrayValue
+  bool is_object() const { return kind == Kind::kObject || kind == Kind::kKwargs; }  // instanceof ObjectValue
   bool is_attr_container() const { return is_object() || kind == Kind::kNamespace; }
   double num() const { return kind == Kind::kInt ? double(i) : kind == Kind::kFloat ? f : (b ? 1 : 0); }
 };
@@ -117,7 +117,7 @@ Value from_json(const nlohmann::ordered_json& j);
 std::vector<uint32_t> utf8_decode(const std::string& s);  // invalid bytes -> U+FFFD
 void utf8_append(std::string& out, uint32_t cp);
 std::vector<std::string> utf8_chars(const std::string& s);  // Array.from(str): one entry per code point
-bool js_is_space(uint32_t cp);                               // JS \s
+bool js_is_space(uint32_t cp);                              // JS \s
 std::string js_trim(const std::string& s, bool start, bool end);
 size_t utf16_length(const std::string& s);
 std::string js_upper(const std::string& s);

@@ -1,12 +1,12 @@
 // Tests of mmx::ChatTemplate (loading from a checkpoint directory, template selection, special
 // tokens) and of the MiniMax-M2 template's interleaved-thinking behaviour as rendered by us.
+#include "template/chat_template.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-
-#include "template/chat_template.h"
 
 using json = nlohmann::ordered_json;
 namespace fs = std::filesystem;
@@ -27,7 +27,8 @@ fs::path temp_dir(const std::string& name) {
 void write(const fs::path& p, const std::string& s) { std::ofstream(p, std::ios::binary) << s; }
 
 mmx::ChatTemplate m2() {
-  return mmx::ChatTemplate({{"default", slurp(fs::path(MMX_SOURCE_DIR) / "data/chat_templates/minimax_m2.jinja")}}, nullptr);
+  return mmx::ChatTemplate({{"default", slurp(fs::path(MMX_SOURCE_DIR) / "data/chat_templates/minimax_m2.jinja")}},
+                           nullptr);
 }
 }  // namespace
 
@@ -35,8 +36,9 @@ TEST(ChatTemplate, LoadsFromTokenizerConfig) {
   fs::path d = temp_dir("cfg");
   json cfg = {{"bos_token", {{"__type", "AddedToken"}, {"content", "<B>"}}},
               {"eos_token", "<E>"},
-              {"chat_template", "{{ bos_token }}{% for m in messages %}{{ m.role }}:{{ m.content }}{% endfor %}"
-                                "{% if add_generation_prompt %}>{% endif %}{{ eos_token }}{{ tools is none }}"}};
+              {"chat_template",
+               "{{ bos_token }}{% for m in messages %}{{ m.role }}:{{ m.content }}{% endfor %}"
+               "{% if add_generation_prompt %}>{% endif %}{{ eos_token }}{{ tools is none }}"}};
   write(d / "tokenizer_config.json", cfg.dump());
   auto t = mmx::ChatTemplate::from_dir(d.string());
   EXPECT_EQ(t.bos_token(), "<B>");
@@ -50,8 +52,9 @@ TEST(ChatTemplate, LoadsFromTokenizerConfig) {
 
 TEST(ChatTemplate, NamedTemplatesPickToolUse) {
   fs::path d = temp_dir("named");
-  json cfg = {{"chat_template", json::array({{{"name", "default"}, {"template", "D"}},
-                                             {{"name", "tool_use"}, {"template", "T{{ tools | length if tools else 0 }}"}}})}};
+  json cfg = {
+      {"chat_template", json::array({{{"name", "default"}, {"template", "D"}},
+                                     {{"name", "tool_use"}, {"template", "T{{ tools | length if tools else 0 }}"}}})}};
   write(d / "tokenizer_config.json", cfg.dump());
   auto t = mmx::ChatTemplate::from_dir(d.string());
   EXPECT_EQ(t.render(json::array(), nullptr), "D");
@@ -80,14 +83,19 @@ TEST(ChatTemplate, MiniMaxM2InterleavedThinking) {
                      "</invoke>\n</minimax:tool_call>[e~[\n"),
             std::string::npos)
       << out;
-  EXPECT_NE(out.find("]~b]tool\n<response>r1</response>\n<response>r2</response>[e~[\n]~b]ai\n<think>\n"), std::string::npos) << out;
-  EXPECT_EQ(out.rfind("]~!b[]~b]system\nYou are a helpful assistant.[e~[\n]~b]user\nq1[e~[\n]~b]ai\na1[e~[\n", 0), 0u) << out;
+  EXPECT_NE(out.find("]~b]tool\n<response>r1</response>\n<response>r2</response>[e~[\n]~b]ai\n<think>\n"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(out.rfind("]~!b[]~b]system\nYou are a helpful assistant.[e~[\n]~b]user\nq1[e~[\n]~b]ai\na1[e~[\n", 0), 0u)
+      << out;
 }
 
 TEST(ChatTemplate, OurM2TemplateMatchesTheShippedOneOnPlainChats) {
-  auto ours = mmx::ChatTemplate({{"default", slurp(fs::path(MMX_SOURCE_DIR) / "tests/data/minimax_m2_chat_template.jinja")}}, nullptr);
+  auto ours = mmx::ChatTemplate(
+      {{"default", slurp(fs::path(MMX_SOURCE_DIR) / "tests/data/minimax_m2_chat_template.jinja")}}, nullptr);
   auto real = m2();
-  json kw = {{"model_identity", "You are MiniMax-M2, a helpful AI assistant built by MiniMax. Knowledge cutoff: 2025-06."}};
+  json kw = {
+      {"model_identity", "You are MiniMax-M2, a helpful AI assistant built by MiniMax. Knowledge cutoff: 2025-06."}};
   json msgs = json::parse(R"([{"role":"system","content":"S"},{"role":"user","content":"u"},
     {"role":"assistant","reasoning_content":"r","content":"a","tool_calls":[{"function":{"name":"f","arguments":{"k":[1]}}}]},
     {"role":"tool","content":"x"}])");
@@ -108,7 +116,8 @@ TEST(ChatTemplate, ParseToolCallArguments) {
   EXPECT_EQ(out[0]["tool_calls"][2]["function"]["arguments"].dump(), R"({"k":"v"})");
   // The shipped M2 template needs objects: it raises on strings and renders after parsing.
   EXPECT_THROW(m2().render(json::parse(R"([{"role":"user","content":"u"},{"role":"assistant","content":"",
-    "tool_calls":[{"function":{"name":"f","arguments":"{\"x\": 1}"}}]}])")), mmx::Error);
+    "tool_calls":[{"function":{"name":"f","arguments":"{\"x\": 1}"}}]}])")),
+               mmx::Error);
   std::string r = m2().render(mmx::parse_tool_call_arguments(json::parse(R"([{"role":"user","content":"u"},
     {"role":"assistant","content":"","tool_calls":[{"function":{"name":"f","arguments":"{\"x\": 1}"}}]}])")));
   EXPECT_NE(r.find("<parameter name=\"x\">1</parameter>"), std::string::npos) << r;

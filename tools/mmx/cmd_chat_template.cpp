@@ -41,7 +41,8 @@ void add_chat_template(CLI::App& app, Action& action) {
   };
   auto o = std::make_shared<Opts>();
   CLI::App* c = app.add_subcommand("chat-template", "Render the model's chat template for a conversation");
-  c->add_option("-m,--model", o->model_dir, "Model directory (tokenizer_config.json or chat_template.jinja)")->required();
+  c->add_option("-m,--model", o->model_dir, "Model directory (tokenizer_config.json or chat_template.jinja)")
+      ->required();
   c->add_option("--messages", o->messages, "JSON file: array of messages, or {messages, tools}")->required();
   c->add_option("--tools", o->tools, "JSON file: array of tool schemas");
   c->add_flag("--add-generation-prompt", o->add_generation_prompt, "End with the assistant turn opener");

@@ -33,7 +33,8 @@ Buffer prefill_logits(Model& model, const std::vector<int32_t>& ids, int64_t chu
 
 std::vector<int32_t> generate(Model& model, const std::vector<int32_t>& prompt, int n_new,
                               Sampler& sampler, const std::vector<int64_t>& stop_ids,
-                              const std::function<bool(int32_t)>& on_token, GenerateStats* stats) {
+                              const std::function<bool(int32_t)>& on_token, GenerateStats* stats,
+                              int64_t n_valid_vocab) {
   const ModelConfig& c = model.config();
   if (prompt.empty()) fail("the prompt is empty: give at least one token");
   if (n_new < 0) fail("number of tokens to generate must be >= 0");
@@ -58,13 +59,14 @@ std::vector<int32_t> generate(Model& model, const std::vector<int32_t>& prompt, 
     stats->n_prompt = int64_t(prompt.size());
     stats->prefill_s = t1 - t0;
   }
+  const int64_t n_sample = n_valid_vocab > 0 ? std::min(n_valid_vocab, c.vocab_size) : c.vocab_size;
   std::vector<int32_t> out;
   int32_t tok = 0, pos = 0;
   b.tokens = Tensor(&tok, DType::kI32, {1});
   b.positions = Tensor(&pos, DType::kI32, {1});
   t0 = now_s();
   for (int i = 0; i < n_new; ++i) {
-    tok = sampler.sample(logits.f32(), c.vocab_size);
+    tok = sampler.sample(logits.f32(), n_sample);
     out.push_back(tok);
     if (on_token && !on_token(tok)) break;
     if (std::find(stop_ids.begin(), stop_ids.end(), tok) != stop_ids.end()) break;

@@ -21,7 +21,10 @@ struct GenerateStats {
 // Throws mmx::Error for invalid ids or when prompt + n_new exceeds the model's context.
 std::vector<int32_t> generate(Model& model, const std::vector<int32_t>& prompt, int n_new,
                               Sampler& sampler, const std::vector<int64_t>& stop_ids,
-                              const std::function<bool(int32_t)>& on_token, GenerateStats* stats);
+                              const std::function<bool(int32_t)>& on_token, GenerateStats* stats,
+                              int64_t n_valid_vocab = 0);
+// n_valid_vocab > 0 restricts sampling to ids [0, n_valid_vocab): embedding/lm_head rows past the
+// tokenizer's vocabulary are padding (M2: 200064 rows; spec §6.1) and must never be sampled.
 
 // All-position logits of `ids` [n, vocab], prefilling in chunks of `chunk` tokens (0 = all at
 // once) into a fresh cache. Used by `mmx logits` and the chunked == unchunked tests.

@@ -3,6 +3,7 @@
 //   -p TEXT         prompt as text (the checkpoint's tokenizer.json); generated text is streamed
 //   -p TEXT --chat  TEXT is one user message rendered with the checkpoint's chat template
 #include <cstdio>
+#include <filesystem>
 #include <optional>
 
 #include "base/error.h"
@@ -30,11 +31,13 @@ void run_generate(const Opts& o) {
   ops::set_n_threads(o.threads);
   std::optional<tok::Tokenizer> tokenizer;
   std::vector<int32_t> prompt;
+  const bool has_tokenizer = std::filesystem::exists(std::filesystem::path(o.model) / "tokenizer.json");
+  if (has_tokenizer) tokenizer = tok::Tokenizer::from_path(o.model);
   if (!o.ids.empty()) {
     prompt = parse_ids(o.ids);
   } else {
     if (o.prompt.empty()) fail("give a prompt: -p TEXT (or --ids 1,2,3)");
-    tokenizer = tok::Tokenizer::from_path(o.model);
+    if (!tokenizer) fail("{} has no tokenizer.json: pass the prompt as --ids 1,2,3", o.model);
     std::string text = o.prompt;
     if (o.chat) {
       nlohmann::json messages = nlohmann::json::array();
@@ -51,7 +54,7 @@ void run_generate(const Opts& o) {
   Sampler sampler(o.sp);
   GenerateStats st;
   std::optional<tok::Detokenizer> detok;
-  if (tokenizer) detok.emplace(*tokenizer, /*skip_special_tokens=*/false);
+  if (tokenizer && o.ids.empty()) detok.emplace(*tokenizer, /*skip_special_tokens=*/false);
   bool first = true;
   generate(*model, prompt, o.n, sampler,
            o.ignore_eos ? std::vector<int64_t>{} : model->config().eos_token_ids,
@@ -62,7 +65,7 @@ void run_generate(const Opts& o) {
              first = false;
              return true;
            },
-           &st);
+           &st, tokenizer ? tokenizer->vocab_size() : 0);
   if (detok) std::fputs(detok->flush().c_str(), stdout);
   std::printf("\n");
   if (o.stats)

@@ -32,3 +32,8 @@ $MMX bench model -m models/m2-slice -p 64 -n 16 -r "$REPS"
 echo
 echo "== M2-shaped slice (2 layers, fp8), prompt 512"
 $MMX bench model -m models/m2-slice -p 512 -n 4 -r 3 --no-peak
+
+# ---- tokenizer (bench/tokenizer) ----
+echo
+echo "== tokenizer encode, single thread: minimax.cpp vs HF tokenizers (same corpus, same run)"
+BUILD=$BUILD bash bench/tokenizer/run.sh 2 "$REPS"

@@ -326,7 +326,8 @@ struct Lexer {
           std::string num = consume_while([&](size_t i) { return std::isdigit((unsigned char)s[i]) != 0; });
           if (!num.empty() && at(cur) == '.' && std::isdigit((unsigned char)at(cur + 1))) {
             ++cur;
-            num += "." + consume_while([&](size_t i) { return std::isdigit((unsigned char)s[i]) != 0; });
+            num += '.';
+            num += consume_while([&](size_t i) { return std::isdigit((unsigned char)s[i]) != 0; });
           }
           push(num.empty() ? Tok::kUnary : Tok::kNumber, std::string(1, c) + num, start);
           continue;
@@ -363,7 +364,8 @@ struct Lexer {
         std::string num = consume_while([&](size_t i) { return std::isdigit((unsigned char)s[i]) != 0; });
         if (!last_is({Tok::kDot}) && at(cur) == '.' && std::isdigit((unsigned char)at(cur + 1))) {
           ++cur;
-          num += "." + consume_while([&](size_t i) { return std::isdigit((unsigned char)s[i]) != 0; });
+          num += '.';
+          num += consume_while([&](size_t i) { return std::isdigit((unsigned char)s[i]) != 0; });
         }
         push(Tok::kNumber, num, start);
         continue;

@@ -69,8 +69,41 @@ function wsBlock(depth) {
   }
   return out;
 }
+// Macros, namespaces, call blocks, kwargs/varargs, set scoping.
+function macroSoup() {
+  const a = () => pick(atoms);
+  return pick([
+    `{% macro m(x, y=${a()}) %}[{{ x }}|{{ y }}|{{ kwargs | tojson }}]{% endmacro %}{{ m(${a()}, k=${a()}) }}{{ m(y=1, x=${a()}) }}`,
+    `{% macro m(x) %}{{ x }}{{ varargs | length }}{% endmacro %}{{ m(${a()}, ${a()}, ${a()}) }}`,
+    `{% macro m(x) %}{{ x }}{% endmacro %}{{ m(${a()}, ${a()}) }}`,
+    `{% macro m(x) %}{{ x }}{% endmacro %}{{ m(z=${a()}) }}`,
+    `{% set ns = namespace(v=${a()}, w=[]) %}{% for i in l %}{% set ns.v = i %}{% set ns.w = ns.w + [i] %}{% endfor %}{{ ns.v }}{{ ns.w }}{{ ns }}`,
+    `{% set ns = namespace(d) %}{{ ns.b }}{{ ns.zz }}{% set ns.q = ${a()} %}{{ ns | tojson }}`,
+    `{% macro w() %}<{{ caller() }}|{{ caller(1) if false else '' }}>{% endmacro %}{% call w() %}{{ ${a()} }}{% endcall %}`,
+    `{% macro w(v) %}<{{ caller(v) }}>{% endmacro %}{% call(x) w(${a()}) %}{{ x | tojson }}{% endcall %}`,
+    `{% set x = ${a()} %}{% macro m() %}{{ x }}{% endmacro %}{% for i in [1] %}{% set x = 'inner' %}{{ m() }}{% endfor %}{{ m() }}`,
+    `{% for i in l %}{% set t = i %}{% endfor %}{{ t }}|{% if true %}{% set u = 5 %}{% endif %}{{ u }}`,
+    `{{ m(1) }}{% macro m(a) %}{{ a }}{% endmacro %}`,
+    `{% for x in l %}{% if loop.first %}{% continue %}{% endif %}{{ x }}{% else %}E{% endfor %}`,
+    `{% for x in l %}{% break %}{% else %}E{% endfor %}`,
+    `{% filter upper %}{{ ${a()} }}x{% endfilter %}`,
+    `{{ ${a()} | string | length }}|{{ (${a()}, ${a()}) | length }}|{{ [${a()}] | tojson }}`,
+  ]);
+}
+// Lexer soup: random token-ish pieces; mostly syntax errors, which must agree too.
+const pieces = ["{{", "}}", "{%", "%}", "{#", "#}", "-", " ", "\n", "'a\\n'", "\"\\x41\"", "'\\u00e9'", "'\\q'",
+  "x", "1", "1.5", ".", "{", "}", "(", ")", "[", "]", ",", ":", "|", "if", "endif", "for", "in", "set", "=", "\r\n",
+  "\t", "é", "n", "+", "~", "'", "\\", "{{ n }}", "{% if t %}", "{% endif %}", "0", "-1", "**", "//", "not", "is"];
+function lexSoup() {
+  let out = "";
+  const k = 1 + Math.floor(rnd() * 12);
+  for (let i = 0; i < k; ++i) out += pick(pieces);
+  return out;
+}
 function template() {
   if (process.env.FUZZ_WS) return wsBlock(2);
+  if (process.env.FUZZ_LEX) return lexSoup();
+  if (process.env.FUZZ_MACRO) return macroSoup();
   const r = rnd();
   if (r < 0.6) return `{{ ${expr(Number(process.env.FUZZ_DEPTH || 3))} }}`;
   if (r < 0.75) return `{% for x in ${pick(["l", "ls", "d", "objs", "ll", "s", "[]"])} %}{{ loop.index }}{{ ${pick(["x", "x | tojson", "loop.previtem", "loop.last"])} }},{% else %}E{% endfor %}`;

@@ -4,8 +4,10 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <unordered_map>
 
 #include "base/error.h"
+#include "tokenizer/bpe.h"
 #include "tokenizer/normalizer.h"
 #include "tokenizer/unicode.h"
 
@@ -46,7 +48,7 @@ std::pair<int32_t, size_t> AddedVocab::Trie::longest(std::string_view text, size
   return best;
 }
 
-AddedVocab AddedVocab::from_json(const json& j, const Normalizer& norm) {
+AddedVocab AddedVocab::from_json(const json& j, const Normalizer& norm, const BpeModel& model) {
   AddedVocab v;
   if (j.is_null()) return v;
   for (const json& t : j) {
@@ -62,6 +64,22 @@ AddedVocab AddedVocab::from_json(const json& j, const Normalizer& norm) {
     if (a.id < 0) fail("tokenizer.json: added token '{}' has a negative id", a.content);
     if (a.content.empty()) fail("tokenizer.json: added token with id {} has empty content", a.id);
     v.tokens_.push_back(std::move(a));
+  }
+  // The id HF assigns (AddedVocabulary::add_tokens) must be the declared one.
+  std::unordered_map<std::string, int32_t> seen;
+  int64_t max_added = -1;
+  const int64_t n_vocab = int64_t(model.vocab_count());
+  for (const AddedToken& a : v.tokens_) {
+    int64_t want;
+    if (auto it = seen.find(a.content); it != seen.end()) want = it->second;
+    else if (int32_t m = model.token_to_id(a.content); m >= 0) want = m;
+    else if (max_added < 0) want = n_vocab;
+    else want = (max_added >= n_vocab || n_vocab == 0) ? max_added + 1 : n_vocab;
+    if (want != a.id)
+      fail("added token '{}' declares id {} but Hugging Face tokenizers would assign it id {} "
+           "(ids must follow the vocabulary contiguously); refusing an ambiguous file", a.content, a.id, want);
+    seen.emplace(a.content, a.id);
+    max_added = std::max(max_added, int64_t(a.id));
   }
   for (size_t i = 0; i < v.tokens_.size(); ++i) {
     const AddedToken& a = v.tokens_[i];

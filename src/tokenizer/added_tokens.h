@@ -5,7 +5,9 @@
 // normalized=true on the normalized text (their content normalized the same way); matching is
 // leftmost-longest (a byte trie); lstrip / rstrip widen a match over adjacent Unicode whitespace.
 // Special tokens are always matched in the text (HF's default, split_special_tokens=false).
-// Refused: single_word=true.
+// Refused: single_word=true, and a declared id that differs from the id HF assigns when it loads
+// the file (HF re-adds the tokens: an existing vocabulary/added id by content, else the next id
+// after max(vocab size, previous added ids)) — HF would silently use its own id there.
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
@@ -17,6 +19,7 @@
 namespace mmx::tok {
 
 class Normalizer;
+class BpeModel;
 
 struct AddedToken {
   int32_t id = -1;
@@ -33,8 +36,8 @@ struct Segment {
 class AddedVocab {
  public:
   // `j` is the "added_tokens" array (may be missing/null). Normalized tokens' contents are
-  // passed through `norm` for matching.
-  static AddedVocab from_json(const nlohmann::json& j, const Normalizer& norm);
+  // passed through `norm` for matching; `model` gives the vocabulary for the id check.
+  static AddedVocab from_json(const nlohmann::json& j, const Normalizer& norm, const BpeModel& model);
 
   // Splits `text` with the raw-text tokens (normalized_pass=false) or the normalized-text ones.
   void split(std::string_view text, bool normalized_pass, std::vector<Segment>& out) const;

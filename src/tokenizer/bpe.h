@@ -40,6 +40,7 @@ class BpeModel {
   int32_t token_to_id(std::string_view token) const;
   const std::string* id_to_token(int32_t id) const;
   int32_t max_id() const { return int32_t(id_to_token_.size()) - 1; }
+  size_t vocab_count() const { return vocab_.size(); }  // entries (HF's get_vocab_size)
   bool is_byte_level() const { return byte_level_; }
 
  private:

@@ -58,7 +58,7 @@ Tokenizer Tokenizer::from_json(const json& j) {
     t.normalizer_ = Normalizer::from_json(get("normalizer"));
     t.pretokenizer_ = PreTokenizer::from_json(get("pre_tokenizer"));
     t.model_ = BpeModel::from_json(j["model"], t.pretokenizer_.is_byte_level());
-    t.added_ = AddedVocab::from_json(get("added_tokens"), t.normalizer_);
+    t.added_ = AddedVocab::from_json(get("added_tokens"), t.normalizer_, t.model_);
     t.post_ = PostProcessor::from_json(get("post_processor"));
     t.decoder_ = Decoder::from_json(get("decoder"));
   } catch (const json::exception& e) {

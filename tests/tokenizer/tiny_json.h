@@ -1,7 +1,7 @@
 // A small byte-level tokenizer.json built in code for the unit tests: the 256 alphabet
 // characters (ids 0..255 in byte order), a few merges, the o200k/MiniMax Split regex + ByteLevel,
-// and added tokens <s> (special, id 300), </s> (special, 301), <lst> (lstrip+rstrip, 302),
-// "hello" (normalized, not special, 303).
+// and added tokens <s> (special, id 261), </s> (special, 262), <lst> (lstrip+rstrip, 263),
+// "hello" (normalized, not special, 264), "Ġxy" (special, alphabet content, 265).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -39,8 +39,9 @@ inline nlohmann::json tiny_tokenizer_json() {
   return json{
       {"version", "1.0"},
       {"added_tokens",
-       {added(300, "<s>", true, false, false, false), added(301, "</s>", true, false, false, false),
-        added(302, "<lst>", false, true, true, false), added(303, "hello", false, false, false, true)}},
+       {added(261, "<s>", true, false, false, false), added(262, "</s>", true, false, false, false),
+        added(263, "<lst>", false, true, true, false), added(264, "hello", false, false, false, true),
+        added(265, "\xC4\xA0xy", true, false, false, false)}},
       {"normalizer", {{"type", "NFC"}}},
       {"pre_tokenizer",
        {{"type", "Sequence"},
@@ -51,8 +52,8 @@ inline nlohmann::json tiny_tokenizer_json() {
        {{"type", "TemplateProcessing"},
         {"single", {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
                     {{"SpecialToken", {{"id", "</s>"}, {"type_id", 0}}}}}},
-        {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {300}}, {"tokens", {"<s>"}}}},
-                            {"</s>", {{"id", "</s>"}, {"ids", {301}}, {"tokens", {"</s>"}}}}}}}},
+        {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {261}}, {"tokens", {"<s>"}}}},
+                            {"</s>", {{"id", "</s>"}, {"ids", {262}}, {"tokens", {"</s>"}}}}}}}},
       {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}}},
       {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}, {"ignore_merges", false}}},
   };

@@ -58,6 +58,13 @@ Value Env::lookup(const std::string& name) const {
 
 Value Interpreter::eval(const Node* n, const EnvPtr& env) {
   if (!n) return Value::undefined();
+  // Bounded recursion (runaway recursive macros): the reference hits the JS stack limit there.
+  struct DepthGuard {
+    int& d;
+    explicit DepthGuard(int& x) : d(x) { ++d; }
+    ~DepthGuard() { --d; }
+  } guard(depth_);
+  if (depth_ > kMaxDepth) throw EvalError{"Maximum call stack size exceeded", false, true, n->pos};
   try {
     return eval_inner(n, env);
   } catch (EvalError& e) {

@@ -42,6 +42,8 @@ class Interpreter {
   Value call_value(const Value& fn, std::vector<Value>& args, const EnvPtr& env);
 
  private:
+  static constexpr int kMaxDepth = 2000;  // nested evaluations; keeps us far from the C++ stack limit
+  int depth_ = 0;
   Value eval_inner(const Node* n, const EnvPtr& env);
   Value eval_binary(const Node* n, const EnvPtr& env);
   Value eval_member(const Node* n, const EnvPtr& env);

@@ -214,7 +214,13 @@ struct Parser {
     return n;
   }
 
-  NodePtr parse_expression() { return parse_if_expr(); }
+  int depth = 0;
+  NodePtr parse_expression() {
+    if (++depth > 300) error("expression nested too deeply");
+    auto e = parse_if_expr();
+    --depth;
+    return e;
+  }
 
   NodePtr parse_if_expr() {
     auto a = parse_or();

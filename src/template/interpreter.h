@@ -3,6 +3,7 @@
 // Users include template/jinja.h instead.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -30,6 +31,8 @@ struct EvalError {
   uint32_t pos = 0;
 };
 [[noreturn]] void throw_eval(std::string msg);
+// An integer result: int64 when it fits, else a double (JS keeps such values as IntegerValue).
+Value int_or_float(double x);
 
 class Interpreter {
  public:
@@ -42,8 +45,9 @@ class Interpreter {
   Value call_value(const Value& fn, std::vector<Value>& args, const EnvPtr& env);
 
  private:
-  static constexpr int kMaxDepth = 2000;  // nested evaluations; keeps us far from the C++ stack limit
-  int depth_ = 0;
+  // Stack bytes render() may use (the main thread and std::thread get 8 MiB on Linux).
+  static constexpr uintptr_t kStackBudget = 1 << 20;
+  uintptr_t stack_base_ = 0;
   Value eval_inner(const Node* n, const EnvPtr& env);
   Value eval_binary(const Node* n, const EnvPtr& env);
   Value eval_member(const Node* n, const EnvPtr& env);

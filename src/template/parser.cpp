@@ -1,6 +1,7 @@
 // Jinja parser (see parser.h): recursive descent, one function per precedence level, lowest first.
 #include "template/parser.h"
 
+#include <cstdint>
 #include <set>
 
 #include "base/error.h"
@@ -214,12 +215,13 @@ struct Parser {
     return n;
   }
 
-  int depth = 0;
+  uintptr_t stack_base = 0;
   NodePtr parse_expression() {
-    if (++depth > 300) error("expression nested too deeply");
-    auto e = parse_if_expr();
-    --depth;
-    return e;
+    char here;  // bounded recursion: at most 1 MiB of stack for nested expressions
+    auto at = reinterpret_cast<uintptr_t>(&here);
+    if (!stack_base) stack_base = at;
+    if (stack_base > at && stack_base - at > (1u << 20)) error("expression nested too deeply");
+    return parse_if_expr();
   }
 
   NodePtr parse_if_expr() {

@@ -409,8 +409,10 @@ Value from_json(const nlohmann::ordered_json& j) {
       return Value::boolean(j.get<bool>());
     case ordered_json::value_t::number_integer:
       return Value::integer(j.get<int64_t>());
-    case ordered_json::value_t::number_unsigned:
-      return Value::integer(int64_t(j.get<uint64_t>()));
+    case ordered_json::value_t::number_unsigned: {
+      uint64_t u = j.get<uint64_t>();
+      return u <= uint64_t(INT64_MAX) ? Value::integer(int64_t(u)) : Value::number(double(u));
+    }
     case ordered_json::value_t::number_float: {
       double d = j.get<double>();
       if (std::isfinite(d) && std::fmod(d, 1.0) == 0 && std::fabs(d) < 9.2e18) return Value::integer(int64_t(d));

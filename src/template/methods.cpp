@@ -69,27 +69,31 @@ Value split(const std::vector<Value>& args, const std::string& self) {
   if (!maxsplit.is_int()) throw_eval("maxsplit argument must be a number");
   Array out;
   if (sep.is_null()) {
+    // Runs of non-whitespace (JS /\S+/g), found in one pass over the code points.
     std::string text = js_trim(self, true, false);
-    size_t i = 0;
-    while (i < text.size()) {
-      std::string rest = text.substr(i);
-      std::string lead = js_trim(rest, true, false);
-      i += rest.size() - lead.size();
-      if (i >= text.size()) break;
-      size_t j = i;  // end of the \S+ run
-      while (j < text.size()) {
-        std::string tail = text.substr(j);
-        if (js_trim(tail, true, false).size() != tail.size()) break;
-        size_t len = 1;
-        while (j + len < text.size() && ((unsigned char)text[j + len] & 0xC0) == 0x80) ++len;
-        j += len;
+    std::vector<std::pair<size_t, bool>> cps;  // (byte offset, is whitespace) per code point
+    for (size_t i = 0; i < text.size();) {
+      size_t len = 1;
+      while (i + len < text.size() && ((unsigned char)text[i + len] & 0xC0) == 0x80 && len < 4) ++len;
+      auto cp = utf8_decode(text.substr(i, len));
+      cps.emplace_back(i, cp.size() == 1 && js_is_space(cp[0]));
+      i += len;
+    }
+    cps.emplace_back(text.size(), true);  // sentinel
+    for (size_t k = 0; k + 1 < cps.size();) {
+      if (cps[k].second) {
+        ++k;
+        continue;
       }
+      size_t e = k;
+      while (!cps[e].second) ++e;
+      size_t b0 = cps[k].first, b1 = cps[e].first;
       if (maxsplit.i != -1 && int64_t(out.size()) >= maxsplit.i) {
-        out.push_back(Value::string(text.substr(i)));
+        out.push_back(Value::string(text.substr(b0)));
         break;
       }
-      out.push_back(Value::string(text.substr(i, j - i)));
-      i = j;
+      out.push_back(Value::string(text.substr(b0, b1 - b0)));
+      k = e;
     }
     return Value::array(std::move(out));
   }

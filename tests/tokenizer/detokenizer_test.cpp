@@ -21,7 +21,8 @@ std::string stream(const Ids& ids, bool skip, std::vector<std::string>* deltas =
     if (deltas) deltas->push_back(s);
     all += s;
   }
-  return all + d.flush();
+  all += d.flush();
+  return all;
 }
 }  // namespace
 

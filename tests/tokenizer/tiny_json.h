@@ -23,7 +23,7 @@ inline nlohmann::json tiny_tokenizer_json() {
   for (int b = 0; b < 256; ++b) vocab[alpha(uint8_t(b))] = b;
   const std::string G = alpha(' ');
   vocab[G + "t"] = 256;
-  vocab["h" + std::string("e")] = 257;
+  vocab["he"] = 257;
   vocab[G + "the"] = 258;
   vocab["th"] = 259;
   vocab[G + "th"] = 260;

@@ -2,6 +2,9 @@
 // JSON input conversion and the UTF-8 helpers that emulate JavaScript string functions.
 #include "template/value.h"
 
+#include <locale.h>
+#include <wctype.h>
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -566,39 +569,34 @@ size_t utf16_length(const std::string& s) {
   return n;
 }
 
-// Case mapping: ASCII, Latin-1, Greek and Cyrillic basic letters (see docs/chat-templates.md).
+// Case mapping: ASCII by hand, everything else through glibc's simple Unicode case mapping
+// (towupper_l/towlower_l in C.UTF-8), plus the one-to-many mappings JS applies that matter
+// (see docs/chat-templates.md for what is left).
+static locale_t utf8_locale() {
+  static locale_t loc = newlocale(LC_CTYPE_MASK, "C.UTF-8", locale_t(0));
+  return loc;
+}
+
 static void map_case(std::string& out, uint32_t cp, bool upper) {
-  if (upper) {
-    if (cp >= 'a' && cp <= 'z')
-      cp -= 32;
-    else if (cp == 0xDF) {
-      out += "SS";
-      return;
-    } else if (cp == 0xB5)
-      cp = 0x39C;
-    else if (cp >= 0xE0 && cp <= 0xFE && cp != 0xF7)
-      cp -= 32;
-    else if (cp == 0xFF)
-      cp = 0x178;
-    else if (cp == 0x3C2)
-      cp = 0x3A3;
-    else if (cp >= 0x3B1 && cp <= 0x3C9)
-      cp -= 32;
-    else if (cp >= 0x430 && cp <= 0x44F)
-      cp -= 32;
-    else if (cp >= 0x450 && cp <= 0x45F)
-      cp -= 80;
-  } else {
-    if (cp >= 'A' && cp <= 'Z')
-      cp += 32;
-    else if (cp >= 0xC0 && cp <= 0xDE && cp != 0xD7)
-      cp += 32;
-    else if (cp >= 0x391 && cp <= 0x3A9 && cp != 0x3A2)
-      cp += 32;
-    else if (cp >= 0x410 && cp <= 0x42F)
-      cp += 32;
-    else if (cp >= 0x400 && cp <= 0x40F)
-      cp += 80;
+  if (cp < 0x80) {
+    if (upper && cp >= 'a' && cp <= 'z') cp -= 32;
+    if (!upper && cp >= 'A' && cp <= 'Z') cp += 32;
+    out += char(cp);
+    return;
+  }
+  if (upper && cp == 0xDF) {  // sharp s
+    out += "SS";
+    return;
+  }
+  if (!upper && cp == 0x130) {  // dotted capital I -> i + combining dot above
+    out += "i";
+    utf8_append(out, 0x307);
+    return;
+  }
+  if (locale_t loc = utf8_locale()) {
+    wint_t m = upper ? towupper_l(wint_t(cp), loc) : towlower_l(wint_t(cp), loc);
+    utf8_append(out, uint32_t(m));
+    return;
   }
   utf8_append(out, cp);
 }

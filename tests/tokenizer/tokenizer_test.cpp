@@ -2,6 +2,9 @@
 // decode, invalid-UTF-8 policy, refusals. Parity with HF on real files is parity.js's job.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
+
 #include "base/error.h"
 #include "tiny_json.h"
 #include "tokenizer/tokenizer.h"
@@ -87,4 +90,20 @@ TEST(Tokenizer, RefusesUnsupportedComponentsWithClearErrors) {
   EXPECT_THROW(Tokenizer::from_json(j), mmx::Error);
   EXPECT_THROW(Tokenizer::from_file("/nonexistent/tokenizer.json"), mmx::Error);
   EXPECT_THROW(Tokenizer::from_json_text("{not json"), mmx::Error);
+}
+
+TEST(Tokenizer, ConcurrentEncodesAgree) {
+  // The BPE cache is shared; encode() must give the same ids from any number of threads.
+  std::string text;
+  for (int i = 0; i < 200; ++i) text += "the cat " + std::to_string(i) + " <s> hello\n";
+  const Ids want = tiny().encode(text);
+  std::vector<std::thread> threads;
+  std::atomic<int> bad{0};
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&] {
+      for (int k = 0; k < 20; ++k)
+        if (tiny().encode(text) != want) ++bad;
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(bad.load(), 0);
 }

@@ -231,15 +231,16 @@ void BpeModel::encode_piece(std::string_view piece, std::vector<int32_t>& out, B
     out.push_back(byte_ids_[uint8_t(piece[0])]);
     return;
   }
+  if (piece.size() > kMaxCachedPiece) cache = nullptr;  // long runs are rare: keep the cache small
+  if (cache && cache->lookup(piece, out)) return;  // holds ignore_merges hits too
   if (ignore_merges_) {
     auto it = units_.find(piece);
     if (it != units_.end()) {
       out.push_back(it->second);
+      if (cache) cache->insert(piece, &it->second, 1);
       return;
     }
   }
-  if (piece.size() > kMaxCachedPiece) cache = nullptr;  // long runs are rare: keep the cache small
-  if (cache && cache->lookup(piece, out)) return;
   thread_local std::vector<Sym> syms;
   syms.clear();
   if (byte_level_) units_bytes(piece, syms);

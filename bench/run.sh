@@ -31,7 +31,7 @@ echo "== M2-shaped slice (2 layers, fp8), prompt 64"
 $MMX bench model -m models/m2-slice -p 64 -n 16 -r "$REPS"
 echo
 echo "== M2-shaped slice (2 layers, fp8), prompt 512"
-$MMX bench model -m models/m2-slice -p 512 -n 4 -r 3 --no-peak
+$MMX bench model -m models/m2-slice -p 512 -n 16 -r 3 --no-peak
 
 # ---- tokenizer (bench/tokenizer) ----
 echo

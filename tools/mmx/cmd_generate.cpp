@@ -68,6 +68,7 @@ void run_generate(const Opts& o) {
            &st, tokenizer ? tokenizer->vocab_size() : 0);
   if (detok) std::fputs(detok->flush().c_str(), stdout);
   std::printf("\n");
+  std::fflush(stdout);  // before the stats on stderr
   if (o.stats)
     std::fprintf(stderr, "prefill %lld tokens in %.3f s (%.1f tok/s); decode %lld tokens in %.3f s (%.1f tok/s)\n",
                  (long long)st.n_prompt, st.prefill_s, st.n_prompt / st.prefill_s, (long long)st.n_generated,

@@ -39,6 +39,25 @@ constexpr std::string_view kInvokeEnd = "</invoke>";
 constexpr std::string_view kParamStart = "<parameter name=";
 constexpr std::string_view kParamEnd = "</parameter>";
 
+// One `<start NAME>BODY</end>` element at s[i..] after optional whitespace. On success sets i
+// past `end` and returns {name, body}; nullopt if the element is missing or malformed.
+struct Element {
+  std::string name;
+  std::string_view body;
+};
+std::optional<Element> next_element(std::string_view s, size_t& i, std::string_view start,
+                                    std::string_view end) {
+  if (s.substr(i, start.size()) != start) return std::nullopt;
+  const size_t p = i + start.size();
+  const size_t close = s.find(end, p);
+  if (close == std::string_view::npos) return std::nullopt;
+  const std::string_view seg = s.substr(p, close - p);
+  const size_t gt = seg.find('>');
+  if (gt == std::string_view::npos || gt == 0) return std::nullopt;
+  i = close + end.size();
+  return Element{extract_name(seg.substr(0, gt)), seg.substr(gt + 1)};
+}
+
 // Parameters of one invoke (the text after the name's '>'); nullopt on stray text.
 std::optional<ojson> m2_params(std::string_view s, const nlohmann::json* properties) {
   ojson args = ojson::object();
@@ -46,22 +65,15 @@ std::optional<ojson> m2_params(std::string_view s, const nlohmann::json* propert
   for (;;) {
     skip_space(s, i);
     if (i == s.size()) return args;
-    if (s.substr(i, kParamStart.size()) != kParamStart) return std::nullopt;
-    size_t p = i + kParamStart.size();
-    size_t close = s.find(kParamEnd, p);
-    if (close == std::string_view::npos) return std::nullopt;
-    std::string_view seg = s.substr(p, close - p);
-    size_t gt = seg.find('>');
-    if (gt == std::string_view::npos || gt == 0) return std::nullopt;
-    std::string name = extract_name(seg.substr(0, gt));
-    std::string value(strip(seg.substr(gt + 1)));
+    auto el = next_element(s, i, kParamStart, kParamEnd);
+    if (!el) return std::nullopt;
+    std::string value(strip(el->body));
     const nlohmann::json* prop = nullptr;
     if (properties != nullptr && properties->is_object()) {
-      auto it = properties->find(name);
+      auto it = properties->find(el->name);
       if (it != properties->end()) prop = &*it;
     }
-    args[name] = m2_convert(value, m2_types_of(prop));
-    i = close + kParamEnd.size();
+    args[el->name] = m2_convert(value, m2_types_of(prop));
   }
 }
 
@@ -73,25 +85,17 @@ std::optional<std::vector<RawCall>> parse_m2_block(std::string_view body, const 
   for (;;) {
     skip_space(body, i);
     if (i == body.size()) break;
-    if (body.substr(i, kInvokeStart.size()) != kInvokeStart) return std::nullopt;
-    size_t p = i + kInvokeStart.size();
-    size_t close = body.find(kInvokeEnd, p);
-    if (close == std::string_view::npos) return std::nullopt;
-    std::string_view inv = body.substr(p, close - p);
-    size_t gt = inv.find('>');
-    if (gt == std::string_view::npos || gt == 0) return std::nullopt;
-    std::string name = extract_name(inv.substr(0, gt));
-    if (name.empty()) return std::nullopt;
-    const nlohmann::json* params = tools.parameters(name);
+    auto inv = next_element(body, i, kInvokeStart, kInvokeEnd);
+    if (!inv || inv->name.empty()) return std::nullopt;
+    const nlohmann::json* params = tools.parameters(inv->name);
     const nlohmann::json* properties = nullptr;
     if (params != nullptr && params->is_object()) {
       auto it = params->find("properties");
       if (it != params->end()) properties = &*it;
     }
-    auto args = m2_params(inv.substr(gt + 1), properties);
+    auto args = m2_params(inv->body, properties);
     if (!args) return std::nullopt;
-    calls.push_back({std::move(name), dump_py(*args)});
-    i = close + kInvokeEnd.size();
+    calls.push_back({std::move(inv->name), dump_py(*args)});
   }
   if (calls.empty()) return std::nullopt;
   return calls;

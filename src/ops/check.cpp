@@ -105,6 +105,27 @@ void moe_route_sigmoid(const Tensor& logits, const Tensor& bias, int k, const Te
   expect(weights, DType::kF32, {n, k}, "moe_route_sigmoid", "weights");
 }
 
+void moe_route_softmax(const Tensor& logits, int k, const Tensor& ids, const Tensor& weights) {
+  MMX_CHECK(logits.ndim == 2, "moe_route_softmax: logits {}", logits.shape_str());
+  const int64_t n = logits.dim(0), n_exp = logits.dim(1);
+  expect(logits, DType::kF32, {n, n_exp}, "moe_route_softmax", "logits");
+  MMX_CHECK(k >= 1 && k <= n_exp, "moe_route_softmax: k {} with {} experts", k, n_exp);
+  expect(ids, DType::kI32, {n, k}, "moe_route_softmax", "ids");
+  expect(weights, DType::kF32, {n, k}, "moe_route_softmax", "weights");
+}
+
+void lightning_attention(const Tensor& qkv, const Tensor& slopes, const Tensor& state,
+                         const Tensor& out) {
+  MMX_CHECK(qkv.ndim == 4 && qkv.dim(2) == 3, "lightning_attention: qkv {} (expected [n, heads, 3, dim])",
+            qkv.shape_str());
+  const int64_t n = qkv.dim(0), h = qkv.dim(1), d = qkv.dim(3);
+  expect(qkv, DType::kF32, {n, h, 3, d}, "lightning_attention", "qkv");
+  expect(slopes, DType::kF32, {h}, "lightning_attention", "slopes");
+  expect(state, DType::kF32, {h, d, d}, "lightning_attention", "state");
+  expect(out, DType::kF32, {n, h, d}, "lightning_attention", "out");
+  MMX_CHECK(out.data != qkv.data && out.data != state.data, "lightning_attention: out aliases an input");
+}
+
 void rows_gather(const Tensor& src, const Tensor& row_ids, const Tensor& dst) {
   MMX_CHECK(src.ndim == 2 && row_ids.ndim == 1, "rows_gather: src {} ids {}", src.shape_str(),
             row_ids.shape_str());

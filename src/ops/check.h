@@ -19,6 +19,9 @@ void attention_softmax(const Tensor& q, const Tensor& k, const Tensor& v, int64_
                        const Tensor& out);
 void moe_route_sigmoid(const Tensor& logits, const Tensor& bias, int k, const Tensor& ids,
                        const Tensor& weights);
+void moe_route_softmax(const Tensor& logits, int k, const Tensor& ids, const Tensor& weights);
+void lightning_attention(const Tensor& qkv, const Tensor& slopes, const Tensor& state,
+                         const Tensor& out);
 void rows_gather(const Tensor& src, const Tensor& row_ids, const Tensor& dst);
 void rows_scatter_add(const Tensor& src, const Tensor& row_ids, const Tensor& scale,
                       const Tensor& dst);

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "ops/backend.h"
 #include "ops/check.h"
 #include "ops/cpu/cpu.h"
 
@@ -22,7 +23,6 @@ Backend initial_backend() {
   return Backend::kRef;
 }
 std::atomic<Backend> g_backend{initial_backend()};
-bool use_ref() { return g_backend.load(std::memory_order_relaxed) == Backend::kRef; }
 }  // namespace
 
 void set_backend(Backend b) { g_backend.store(b, std::memory_order_relaxed); }
@@ -65,6 +65,24 @@ void glu_silu(const Tensor& gate, const Tensor& up, Tensor& out) {
   cpu::glu_silu(gate, up, out);
 }
 
+void silu(Tensor& x) {
+  MMX_CHECK(x.dtype == DType::kF32, "silu: x must be F32, got {}", dtype_name(x.dtype));
+  if (use_ref()) return ref::silu(x);
+  cpu::silu(x);
+}
+
+void mul_sigmoid(Tensor& x, const Tensor& gate) {
+  check::same_f32(x, gate, "mul_sigmoid");
+  if (use_ref()) return ref::mul_sigmoid(x, gate);
+  cpu::mul_sigmoid(x, gate);
+}
+
+void scale_add(Tensor& x, float a, const Tensor& y, float b) {
+  check::same_f32(x, y, "scale_add");
+  if (use_ref()) return ref::scale_add(x, a, y, b);
+  cpu::scale_add(x, a, y, b);
+}
+
 void rope_neox(Tensor& x, const Tensor& positions, int rotary_dim, double theta) {
   check::rope_neox(x, positions, rotary_dim);
   if (rotary_dim == 0 || x.numel() == 0) return;
@@ -85,6 +103,20 @@ void moe_route_sigmoid(const Tensor& logits, const Tensor& bias, int k, Tensor& 
   check::moe_route_sigmoid(logits, bias, k, ids, weights);
   if (use_ref()) return ref::moe_route_sigmoid(logits, bias, k, ids, weights);
   cpu::moe_route_sigmoid(logits, bias, k, ids, weights);
+}
+
+void moe_route_softmax(const Tensor& logits, int k, Tensor& ids, Tensor& weights) {
+  check::moe_route_softmax(logits, k, ids, weights);
+  if (use_ref()) return ref::moe_route_softmax(logits, k, ids, weights);
+  cpu::moe_route_softmax(logits, k, ids, weights);
+}
+
+void lightning_attention(const Tensor& qkv, const Tensor& slopes, int block, Tensor& state,
+                         Tensor& out) {
+  check::lightning_attention(qkv, slopes, state, out);
+  if (qkv.dim(0) == 0) return;
+  if (use_ref()) return ref::lightning_attention(qkv, slopes, block, state, out);
+  cpu::lightning_attention(qkv, slopes, block, state, out);
 }
 
 void rows_gather(const Tensor& src, const Tensor& row_ids, Tensor& dst) {

@@ -66,6 +66,15 @@ void add(Tensor& x, const Tensor& y);
 // out = silu(gate) * up, silu(g) = g / (1 + exp(-g)).  gate, up, out: [n, f] F32.
 void glu_silu(const Tensor& gate, const Tensor& up, Tensor& out);
 
+// x = silu(x) in place. x: any shape, F32.
+void silu(Tensor& x);
+
+// x *= sigmoid(gate), elementwise, in place. x, gate: same shape, F32.
+void mul_sigmoid(Tensor& x, const Tensor& gate);
+
+// x = a·x + b·y, elementwise, in place (post-norm residual α·n + β·branch). Same shape, F32.
+void scale_add(Tensor& x, float a, const Tensor& y, float b);
+
 // ---- rope ----
 // Partial NeoX ("rotate_half") RoPE, in place on the first rotary_dim channels of every head;
 // channels rotary_dim..head_dim-1 pass through (spec §2).
@@ -95,6 +104,32 @@ void attention_softmax(const Tensor& q, const Tensor& k, const Tensor& v, int64_
 void moe_route_sigmoid(const Tensor& logits, const Tensor& bias, int k, Tensor& ids,
                        Tensor& weights);
 
+// Softmax router (MiniMax-Text-01 / M1, spec §3.6):
+//   p = softmax(logits) over all experts (fp32 fast / fp64 ref); sel = top-k of p, ties -> lower
+//   expert id first; weights[e] = p[e] / sum_{sel} p, in descending p order.
+//   logits: [n, n_experts] F32; ids: [n, k] I32; weights: [n, k] F32.
+void moe_route_softmax(const Tensor& logits, int k, Tensor& ids, Tensor& weights);
+
+// ---- lightning attention (linear attention with per-head exponential decay, spec §3.5) ----
+// Per head h, with decay λ_h = exp(-slopes[h]) and an fp32 state S_h: [head_dim(k), head_dim(v)]:
+//   S_h(t) = λ_h · S_h(t-1) + k_h(t)ᵀ ⊗ v_h(t);     o_h(t) = q_h(t) · S_h(t)
+// (the current token is included; no scale, no RoPE — the caller has applied SiLU).
+//   qkv:    [n, n_heads, 3, head_dim] F32 — the checkpoint's per-head interleaved fused
+//           projection: for head h, q = qkv[t,h,0,:], k = qkv[t,h,1,:], v = qkv[t,h,2,:]
+//   slopes: [n_heads] F32 — s_h, already multiplied by the layer factor
+//   state:  [n_heads, head_dim, head_dim] F32, in/out: the state before token 0 on entry, after
+//           token n-1 on return (all zeros for a fresh sequence; chunked prefill and prefix
+//           resume pass the previous call's state)
+//   out:    [n, n_heads, head_dim] F32
+//   block:  chunk length of the blockwise evaluation (seed 001 §3.1.2, spec §3.5 step 4):
+//           intra-block [(Q Kᵀ) ⊙ decay mask] V, inter-block (Q ⊙ λ^(i+1)) S, then
+//           S ← λ^m S + (K ⊙ λ^(m-1-j))ᵀ V. block <= 1 runs the token-by-token recurrence
+//           (the decode path: O(head_dim²) per token and head, independent of context).
+// Any block gives the same result up to fp32 rounding. ref ignores `block` and runs the
+// recurrence in fp64 (the definition).
+void lightning_attention(const Tensor& qkv, const Tensor& slopes, int block, Tensor& state,
+                         Tensor& out);
+
 // ---- rows ----
 // dst[i,:] = src[row_ids[i], :].  src: [n, d] F32; row_ids: [m] I32; dst: [m, d] F32.
 void rows_gather(const Tensor& src, const Tensor& row_ids, Tensor& dst);
@@ -120,11 +155,17 @@ void matmul(const Tensor& x, const Linear& w, Tensor& y);
 void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& y);
 void add(Tensor& x, const Tensor& y);
 void glu_silu(const Tensor& gate, const Tensor& up, Tensor& out);
+void silu(Tensor& x);
+void mul_sigmoid(Tensor& x, const Tensor& gate);
+void scale_add(Tensor& x, float a, const Tensor& y, float b);
 void rope_neox(Tensor& x, const Tensor& positions, int rotary_dim, double theta);
 void attention_softmax(const Tensor& q, const Tensor& k, const Tensor& v, int64_t pos0,
                        float scale, Tensor& out);
 void moe_route_sigmoid(const Tensor& logits, const Tensor& bias, int k, Tensor& ids,
                        Tensor& weights);
+void moe_route_softmax(const Tensor& logits, int k, Tensor& ids, Tensor& weights);
+void lightning_attention(const Tensor& qkv, const Tensor& slopes, int block, Tensor& state,
+                         Tensor& out);
 void rows_gather(const Tensor& src, const Tensor& row_ids, Tensor& dst);
 void rows_scatter_add(const Tensor& src, const Tensor& row_ids, const Tensor& scale, Tensor& dst);
 void embedding(const Tensor& table, const Tensor& ids, Tensor& out);

@@ -41,6 +41,9 @@ void gemm(const Tensor& x, const Linear& w, Tensor& y);  // x: [n, n_in]; y: [n,
 void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& y);
 void add(Tensor& x, const Tensor& y);
 void glu_silu(const Tensor& gate, const Tensor& up, Tensor& out);
+void silu(Tensor& x);
+void mul_sigmoid(Tensor& x, const Tensor& gate);
+void scale_add(Tensor& x, float a, const Tensor& y, float b);
 
 // ---- rope.cpp / attention.cpp / moe.cpp / rows.cpp ----
 void rope_neox(Tensor& x, const Tensor& positions, int rotary_dim, double theta);
@@ -48,6 +51,9 @@ void attention_softmax(const Tensor& q, const Tensor& k, const Tensor& v, int64_
                        float scale, Tensor& out);
 void moe_route_sigmoid(const Tensor& logits, const Tensor& bias, int k, Tensor& ids,
                        Tensor& weights);
+void moe_route_softmax(const Tensor& logits, int k, Tensor& ids, Tensor& weights);  // moe_softmax.cpp
+void lightning_attention(const Tensor& qkv, const Tensor& slopes, int block, Tensor& state,
+                         Tensor& out);  // lightning.cpp
 void rows_gather(const Tensor& src, const Tensor& row_ids, Tensor& dst);
 void rows_scatter_add(const Tensor& src, const Tensor& row_ids, const Tensor& scale, Tensor& dst);
 

@@ -1,4 +1,5 @@
-// Row-wise and elementwise fast ops: rms_norm, add, glu_silu (AVX2; OpenMP only for big inputs).
+// Row-wise and elementwise fast ops: rms_norm, add, glu_silu, silu, mul_sigmoid, scale_add
+// (AVX2; OpenMP only for big inputs).
 //
 // rms_norm's sum of squares is one fixed-order fp32 reduction per row (4 vector accumulators,
 // then a horizontal sum), done by one thread; so results never depend on the thread count.
@@ -86,6 +87,37 @@ void glu_silu(const Tensor& gate, const Tensor& up, Tensor& out) {
     }
     for (; i < end; ++i) op[i] = gp[i] / (1.0f + exp_scalar(-gp[i])) * up_p[i];
   }
+}
+
+// Runs f(i0, i1) over [0, n) in kChunk pieces, in parallel for big n. Elementwise only.
+template <class F>
+static void for_chunks(int64_t n, F f) {
+  const int64_t n_chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) num_threads(threads()) if (n >= kParallelMin)
+  for (int64_t c = 0; c < n_chunks; ++c) f(c * kChunk, std::min(n, (c + 1) * kChunk));
+}
+
+void silu(Tensor& x) {
+  float* p = x.f32();
+  for_chunks(x.numel(), [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) p[i] = p[i] / (1.0f + exp_scalar(-p[i]));
+  });
+}
+
+void mul_sigmoid(Tensor& x, const Tensor& gate) {
+  float* p = x.f32();
+  const float* g = gate.f32();
+  for_chunks(x.numel(), [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) p[i] = p[i] / (1.0f + exp_scalar(-g[i]));
+  });
+}
+
+void scale_add(Tensor& x, float a, const Tensor& y, float b) {
+  float* p = x.f32();
+  const float* q = y.f32();
+  for_chunks(x.numel(), [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) p[i] = a * p[i] + b * q[i];
+  });
 }
 
 }  // namespace mmx::ops::cpu

@@ -1,4 +1,5 @@
-// Reference elementwise and norm ops in fp64: rms_norm, add, glu_silu.
+// Reference elementwise and norm ops in fp64: rms_norm, add, glu_silu, silu, mul_sigmoid,
+// scale_add.
 // Not here: anything vectorized or threaded.
 #include <cmath>
 #include <vector>
@@ -35,6 +36,25 @@ void glu_silu(const Tensor& gate, const Tensor& up, Tensor& out) {
     const double g = gate.f32()[i];
     out.f32()[i] = float(g / (1.0 + std::exp(-g)) * double(up.f32()[i]));
   }
+}
+
+void silu(Tensor& x) {
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const double v = x.f32()[i];
+    x.f32()[i] = float(v / (1.0 + std::exp(-v)));
+  }
+}
+
+void mul_sigmoid(Tensor& x, const Tensor& gate) {
+  check::same_f32(x, gate, "mul_sigmoid");
+  for (int64_t i = 0; i < x.numel(); ++i)
+    x.f32()[i] = float(double(x.f32()[i]) / (1.0 + std::exp(-double(gate.f32()[i]))));
+}
+
+void scale_add(Tensor& x, float a, const Tensor& y, float b) {
+  check::same_f32(x, y, "scale_add");
+  for (int64_t i = 0; i < x.numel(); ++i)
+    x.f32()[i] = float(double(a) * x.f32()[i] + double(b) * y.f32()[i]);
 }
 
 }  // namespace mmx::ops::ref

@@ -1,0 +1,482 @@
+// Fast MSA ops over the block-major paged KV cache (contracts in ops/msa.h).
+//
+// msa_index_select, per chunk of up to kQueryChunk queries:
+//   1. block scores S[row][b] for every row = (query, index head): tasks = (tile of kRowTile rows)
+//      × (run of kBlockChunk blocks); a task walks each of its pages 4 keys at a time and, per
+//      pair of rows, takes 2 × 4 dots (8 vector accumulators, one hadd tree for 4 dots) and a
+//      masked running max (keys j > p of the partial local block -> -inf). The page's 4 key rows
+//      stay in L1 while every row of the tile uses them, so a page is streamed once per task.
+//      This O(T_k) scan is the indexer's whole cost at decode (64 MiB of index keys at 128K).
+//   2. selection per row: one pass over the non-local blocks keeping the K-1 best in a small
+//      sorted array (insertion, most blocks rejected by one compare against the current worst);
+//      the order is (score desc, block id asc), the same as the reference's stable sort.
+//   A block's score is a max of per-key dots, each computed the same way whatever task, slot or
+//   lane it lands in, so the result is bitwise independent of the thread count and tiling.
+//
+// attention_paged / attention_block_sparse, one task = (query, KV head), all its query heads:
+//   the visible blocks in ascending id order (sparse: the selected ids sorted, so the slot order
+//   never matters; dense: 0..⌊p/B⌋) form one key list of whole page rows; then
+//   1. scores[h][t] = scale · q_h·k_t, 2 heads × 4 keys per kernel call;
+//   2. two-pass fp32 softmax per head (vector exp, fixed-order sum);
+//   3. out_h = Σ_t p_ht v_t / Σ_t p_ht, register-tiled over ≤ 6 heads × 16 channels per block of
+//      kKeyBlock keys (partials parked in `out`, so each output element is one sequential FMA
+//      chain over t).
+//   Dense == sparse with every visible block selected, bit for bit (same key list, same code).
+//
+// Not here: splitting one query's keys over threads (flash-decoding; decode has n_kv_heads tasks
+// per query), tiling several queries over shared pages in prefill, reduced-precision KV.
+#include "ops/cpu/msa.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <vector>
+
+#include "ops/cpu/cpu.h"
+#include "ops/cpu/simd.h"
+
+namespace mmx::ops::cpu {
+
+namespace {
+
+constexpr int64_t kQueryChunk = 64;  // queries whose block scores are held at once
+constexpr int64_t kRowTile = 8;      // (query, index head) rows per scoring task
+constexpr int64_t kBlockChunk = 16;  // blocks per scoring task
+constexpr int64_t kKeyBlock = 64;    // keys per P·V block
+constexpr int kPvHeads = 6;          // heads per P·V tile
+
+// [Σ a0, Σ a1, Σ a2, Σ a3] (each the same hadd tree, so a dot's bits do not depend on its slot).
+inline __m128 hsum4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
+  const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+  return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+}
+
+inline float hmax4(__m128 v) {
+  v = _mm_max_ps(v, _mm_movehl_ps(v, v));
+  v = _mm_max_ss(v, _mm_movehdup_ps(v));
+  return _mm_cvtss_f32(v);
+}
+
+// out[r] = [q[r]·k[0], q[r]·k[1], q[r]·k[2], q[r]·k[3]] for r < R; all vectors of length d.
+template <int R>
+inline void dots4(const float* const* q, const float* const* k, int64_t d, __m128* out) {
+  __m256 acc[R][4];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int u = 0; u < 4; ++u) acc[r][u] = _mm256_setzero_ps();
+  int64_t c = 0;
+  for (; c + 8 <= d; c += 8) {
+    __m256 kv[4];
+#pragma GCC unroll 4
+    for (int u = 0; u < 4; ++u) kv[u] = _mm256_loadu_ps(k[u] + c);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m256 qv = _mm256_loadu_ps(q[r] + c);
+#pragma GCC unroll 4
+      for (int u = 0; u < 4; ++u) acc[r][u] = _mm256_fmadd_ps(qv, kv[u], acc[r][u]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    out[r] = hsum4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]);
+    if (c < d) {
+      alignas(16) float t[4];
+      for (int u = 0; u < 4; ++u) {
+        float s = 0.0f;
+        for (int64_t e = c; e < d; ++e) s += q[r][e] * k[u][e];
+        t[u] = s;
+      }
+      out[r] = _mm_add_ps(out[r], _mm_load_ps(t));
+    }
+  }
+}
+
+// ---- indexer ----
+
+// S[r * nb + b] for rows r in [r0, r1) and blocks b in [b0, b1) of one query chunk.
+//   q[r]: the row's index query; lim0[r] = p_r (absolute position of the row's query).
+void score_blocks(const float* const* q, const int64_t* pos, int64_t r0, int64_t r1, int64_t b0,
+                  int64_t b1, const float* ik, const int32_t* bt, int64_t B, int64_t d,
+                  int64_t nb, float* S) {
+  const __m128 neg_inf = _mm_set1_ps(-std::numeric_limits<float>::infinity());
+  for (int64_t b = b0; b < b1; ++b) {
+    int64_t act[kRowTile], lim[kRowTile];
+    int n_act = 0;
+    int64_t nk = 0;  // keys of the block that some row sees
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t l = pos[r] - b * B;  // the row sees rows 0..l of this block
+      if (l < 0) {
+        S[r * nb + b] = -std::numeric_limits<float>::infinity();
+        continue;
+      }
+      act[n_act] = r;
+      lim[n_act++] = l;
+      nk = std::max(nk, std::min(B, l + 1));
+    }
+    if (n_act == 0) continue;
+    const float* page = ik + int64_t(bt[b]) * B * d;
+    __m128 run[kRowTile];
+    for (int a = 0; a < n_act; ++a) run[a] = neg_inf;
+    for (int64_t k0 = 0; k0 < nk; k0 += 4) {
+      const float* kp[4];
+      alignas(16) float idx[4];
+      for (int u = 0; u < 4; ++u) {
+        const int64_t kk = std::min(k0 + u, nk - 1);  // a repeated key does not change a max
+        kp[u] = page + kk * d;
+        idx[u] = float(kk);
+      }
+      const __m128 iv = _mm_load_ps(idx);
+      auto fold = [&](int a, __m128 o) {
+        if (lim[a] < k0 + 3) o = _mm_blendv_ps(o, neg_inf, _mm_cmpgt_ps(iv, _mm_set1_ps(float(lim[a]))));
+        run[a] = _mm_max_ps(run[a], o);
+      };
+      int a = 0;
+      for (; a + 2 <= n_act; a += 2) {
+        const float* qq[2] = {q[act[a]], q[act[a + 1]]};
+        __m128 o[2];
+        dots4<2>(qq, kp, d, o);
+        fold(a, o[0]);
+        fold(a + 1, o[1]);
+      }
+      if (a < n_act) {
+        const float* qq[1] = {q[act[a]]};
+        __m128 o[1];
+        dots4<1>(qq, kp, d, o);
+        fold(a, o[0]);
+      }
+    }
+    for (int a = 0; a < n_act; ++a) S[act[a] * nb + b] = hmax4(run[a]);
+  }
+}
+
+// selected row out[0, K) from the scores s[0, nvis) (block nvis-1 is the local one).
+void select_row(const float* s, int64_t nvis, int64_t K, int32_t* out) {
+  if (nvis <= K) {
+    for (int64_t b = 0; b < K; ++b) out[b] = b < nvis ? int32_t(b) : -1;
+    return;
+  }
+  // top K-1 of blocks 0..nvis-2, sorted by (score desc, id asc). Blocks arrive in ascending id
+  // order, so a newcomer beats an equal score only if it is strictly greater.
+  int64_t n = 0;
+  float top_s[64];
+  int32_t top_id[64];
+  float* ts = top_s;
+  int32_t* ti = top_id;
+  std::vector<float> big_s;
+  std::vector<int32_t> big_i;
+  if (K - 1 > 64) {
+    big_s.resize(size_t(K - 1));
+    big_i.resize(size_t(K - 1));
+    ts = big_s.data();
+    ti = big_i.data();
+  }
+  const int64_t cap = K - 1;
+  if (cap > 0)
+    for (int64_t b = 0; b + 1 < nvis; ++b) {
+      const float v = s[b];
+      if (n == cap && !(v > ts[n - 1])) continue;
+      int64_t t = n < cap ? n++ : cap - 1;  // the slot freed at the end (the worst drops out)
+      while (t > 0 && ts[t - 1] < v) {
+        ts[t] = ts[t - 1];
+        ti[t] = ti[t - 1];
+        --t;
+      }
+      ts[t] = v;
+      ti[t] = int32_t(b);
+    }
+  for (int64_t a = 0; a < cap; ++a) out[a] = ti[a];
+  out[cap] = int32_t(nvis - 1);
+}
+
+// ---- attention ----
+
+// p[0, n) = exp(p - max p) in place; returns 1 / Σ p (fixed summation order).
+float softmax_inplace(float* p, int64_t n) {
+  __m256 mv = _mm256_set1_ps(-FLT_MAX);
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) mv = _mm256_max_ps(mv, _mm256_loadu_ps(p + j));
+  float m = hmax(mv);
+  for (; j < n; ++j) m = std::max(m, p[j]);
+  const __m256 mb = _mm256_set1_ps(m);
+  __m256 sv = _mm256_setzero_ps();
+  j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const __m256 e = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(p + j), mb));
+    _mm256_storeu_ps(p + j, e);
+    sv = _mm256_add_ps(sv, e);
+  }
+  float sum = hsum(sv);
+  for (; j < n; ++j) {
+    p[j] = exp_scalar(p[j] - m);
+    sum += p[j];
+  }
+  return 1.0f / sum;
+}
+
+// o[m][c, c + 8·NV) (+)= Σ_{t in [t0, t1)} p[m][t] · vr[t][c, c + 8·NV) for m < MR.
+template <int MR, int NV>
+inline void pv_tile(const float* const* p, const float* const* vr, int64_t t0, int64_t t1,
+                    int64_t c, float* const* o, bool accumulate) {
+  __m256 acc[MR][NV];
+#pragma GCC unroll 8
+  for (int m = 0; m < MR; ++m)
+#pragma GCC unroll 2
+    for (int u = 0; u < NV; ++u)
+      acc[m][u] = accumulate ? _mm256_loadu_ps(o[m] + c + 8 * u) : _mm256_setzero_ps();
+  for (int64_t t = t0; t < t1; ++t) {
+    __m256 vv[NV];
+#pragma GCC unroll 2
+    for (int u = 0; u < NV; ++u) vv[u] = _mm256_loadu_ps(vr[t] + c + 8 * u);
+#pragma GCC unroll 8
+    for (int m = 0; m < MR; ++m) {
+      const __m256 pm = _mm256_broadcast_ss(p[m] + t);
+#pragma GCC unroll 2
+      for (int u = 0; u < NV; ++u) acc[m][u] = _mm256_fmadd_ps(pm, vv[u], acc[m][u]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int m = 0; m < MR; ++m)
+#pragma GCC unroll 2
+    for (int u = 0; u < NV; ++u) _mm256_storeu_ps(o[m] + c + 8 * u, acc[m][u]);
+}
+
+template <int MR>
+void pv_heads(const float* const* p, const float* const* vr, int64_t t0, int64_t t1, int64_t d,
+              float* const* o, bool accumulate) {
+  int64_t c = 0;
+  for (; c + 16 <= d; c += 16) pv_tile<MR, 2>(p, vr, t0, t1, c, o, accumulate);
+  if (c + 8 <= d) {
+    pv_tile<MR, 1>(p, vr, t0, t1, c, o, accumulate);
+    c += 8;
+  }
+  for (; c < d; ++c)
+    for (int m = 0; m < MR; ++m) {
+      float a = accumulate ? o[m][c] : 0.0f;
+      for (int64_t t = t0; t < t1; ++t) a += p[m][t] * vr[t][c];
+      o[m][c] = a;
+    }
+}
+
+// Softmax attention of the query heads q[0, nh) (rows of d) over the keys kr[0, n) / vr[0, n);
+// writes o[0, nh) (rows of d, contiguous).
+void attend(const float* q, int64_t nh, const float* const* kr, const float* const* vr, int64_t n,
+            int64_t d, float scale, float* o) {
+  float* scores = scratch(0, size_t(nh * n));  // [nh][n]
+  float* inv_sum = scratch(1, size_t(nh));
+  const __m128 sc = _mm_set1_ps(scale);
+  // 1. scores
+  for (int64_t t0 = 0; t0 < n; t0 += 4) {
+    const float* kp[4];
+    for (int u = 0; u < 4; ++u) kp[u] = kr[std::min(t0 + u, n - 1)];
+    const bool full = t0 + 4 <= n;
+    auto put = [&](int64_t h, __m128 v) {
+      v = _mm_mul_ps(v, sc);
+      if (full) {
+        _mm_storeu_ps(scores + h * n + t0, v);
+      } else {
+        alignas(16) float t[4];
+        _mm_store_ps(t, v);
+        for (int64_t u = 0; t0 + u < n; ++u) scores[h * n + t0 + u] = t[u];
+      }
+    };
+    int64_t h = 0;
+    for (; h + 2 <= nh; h += 2) {
+      const float* qq[2] = {q + h * d, q + (h + 1) * d};
+      __m128 r[2];
+      dots4<2>(qq, kp, d, r);
+      put(h, r[0]);
+      put(h + 1, r[1]);
+    }
+    if (h < nh) {
+      const float* qq[1] = {q + h * d};
+      __m128 r[1];
+      dots4<1>(qq, kp, d, r);
+      put(h, r[0]);
+    }
+  }
+  // 2. softmax
+  for (int64_t h = 0; h < nh; ++h) inv_sum[h] = softmax_inplace(scores + h * n, n);
+  // 3. P·V
+  for (int64_t t0 = 0; t0 < n; t0 += kKeyBlock) {
+    const int64_t t1 = std::min(n, t0 + kKeyBlock);
+    for (int64_t h0 = 0; h0 < nh; h0 += kPvHeads) {
+      const int mr = int(std::min<int64_t>(kPvHeads, nh - h0));
+      const float* p[kPvHeads];
+      float* om[kPvHeads];
+      for (int m = 0; m < mr; ++m) {
+        p[m] = scores + (h0 + m) * n;
+        om[m] = o + (h0 + m) * d;
+      }
+      const bool acc = t0 > 0;
+      switch (mr) {
+        case 6: pv_heads<6>(p, vr, t0, t1, d, om, acc); break;
+        case 5: pv_heads<5>(p, vr, t0, t1, d, om, acc); break;
+        case 4: pv_heads<4>(p, vr, t0, t1, d, om, acc); break;
+        case 3: pv_heads<3>(p, vr, t0, t1, d, om, acc); break;
+        case 2: pv_heads<2>(p, vr, t0, t1, d, om, acc); break;
+        default: pv_heads<1>(p, vr, t0, t1, d, om, acc); break;
+      }
+    }
+  }
+  for (int64_t h = 0; h < nh; ++h) {
+    float* oh = o + h * d;
+    const __m256 iv = _mm256_set1_ps(inv_sum[h]);
+    int64_t c = 0;
+    for (; c + 8 <= d; c += 8) _mm256_storeu_ps(oh + c, _mm256_mul_ps(_mm256_loadu_ps(oh + c), iv));
+    for (; c < d; ++c) oh[c] *= inv_sum[h];
+  }
+}
+
+// The visible blocks of query (i, group g) in ascending order: all of 0..⌊p/B⌋ (dense) or the
+// selected ids, sorted.
+void blocks_of(const Tensor& selected, int64_t g, int64_t i, int64_t n_q, int64_t local,
+               std::vector<int32_t>& blocks) {
+  blocks.clear();
+  if (selected.ndim == 0) {
+    for (int64_t b = 0; b <= local; ++b) blocks.push_back(int32_t(b));
+    return;
+  }
+  const int64_t K = selected.dim(2);
+  const int32_t* s = selected.ptr<int32_t>() + (g * n_q + i) * K;
+  for (int64_t a = 0; a < K && s[a] >= 0; ++a) blocks.push_back(s[a]);
+  std::sort(blocks.begin(), blocks.end());
+}
+
+}  // namespace
+
+void msa_index_select(const Tensor& iq, const Tensor& ik_pages, const Tensor& block_table,
+                      const Tensor& positions, int64_t n_keys, Tensor& selected) {
+  const int64_t n_q = iq.dim(0), G = iq.dim(1), d = iq.dim(2), B = ik_pages.dim(1);
+  const int64_t K = selected.dim(2);
+  const int32_t* bt = block_table.ptr<int32_t>();
+  const int32_t* pos = positions.ptr<int32_t>();
+  const float* ik = ik_pages.f32();
+  const int nt = threads();
+  std::vector<float> S;
+  std::vector<const float*> q;
+  std::vector<int64_t> rpos;
+  for (int64_t i0 = 0; i0 < n_q; i0 += kQueryChunk) {
+    const int64_t i1 = std::min(n_q, i0 + kQueryChunk), n_rows = (i1 - i0) * G;
+    int64_t nb = 0;  // blocks some query of the chunk sees
+    q.resize(size_t(n_rows));
+    rpos.resize(size_t(n_rows));
+    for (int64_t i = i0; i < i1; ++i) {
+      nb = std::max<int64_t>(nb, pos[i] / B + 1);
+      for (int64_t g = 0; g < G; ++g) {
+        q[size_t((i - i0) * G + g)] = iq.f32() + (i * G + g) * d;
+        rpos[size_t((i - i0) * G + g)] = pos[i];
+      }
+    }
+    S.resize(size_t(n_rows * nb));
+    const int64_t n_rt = (n_rows + kRowTile - 1) / kRowTile, n_bc = (nb + kBlockChunk - 1) / kBlockChunk;
+    const int64_t n_tasks = n_rt * n_bc;
+    const bool par = n_tasks > 1 && n_rows * nb * B * d >= (int64_t(1) << 16);
+#pragma omp parallel num_threads(nt) if (par)
+    {
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t task = 0; task < n_tasks; ++task) {
+        const int64_t rt = task / n_bc, bc = task % n_bc;
+        const int64_t r0 = rt * kRowTile, r1 = std::min(n_rows, r0 + kRowTile);
+        const int64_t b0 = bc * kBlockChunk, b1 = std::min(nb, b0 + kBlockChunk);
+        score_blocks(q.data(), rpos.data(), r0, r1, b0, b1, ik, bt, B, d, nb, S.data());
+      }
+#pragma omp for schedule(static)
+      for (int64_t r = 0; r < n_rows; ++r) {
+        const int64_t i = i0 + r / G, g = r % G;
+        select_row(S.data() + r * nb, pos[i] / B + 1, K, selected.ptr<int32_t>() + (g * n_q + i) * K);
+      }
+    }
+  }
+}
+
+void attention_paged(const Tensor& q, const Tensor& k_pages, const Tensor& v_pages,
+                     const Tensor& block_table, const Tensor& positions, const Tensor& selected,
+                     float scale, Tensor& out) {
+  const int64_t n_q = q.dim(0), n_heads = q.dim(1), d = q.dim(2);
+  const int64_t B = k_pages.dim(1), n_kvh = k_pages.dim(2), group = n_heads / n_kvh;
+  const int64_t row = n_kvh * d, page = B * row;  // floats between tokens / pages
+  const int32_t* bt = block_table.ptr<int32_t>();
+  const int32_t* pos = positions.ptr<int32_t>();
+  const int64_t n_tasks = n_q * n_kvh;
+  const int nt = threads();
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (n_tasks > 1)
+  for (int64_t task = 0; task < n_tasks; ++task) {
+    const int64_t i = task / n_kvh, g = task % n_kvh, p = pos[i];
+    thread_local std::vector<int32_t> blocks;
+    thread_local std::vector<const float*> kr, vr;
+    blocks_of(selected, g, i, n_q, p / B, blocks);
+    kr.clear();
+    vr.clear();
+    for (int32_t b : blocks) {
+      const int64_t n_b = std::min(B, p - int64_t(b) * B + 1);
+      const float* kb = k_pages.f32() + int64_t(bt[b]) * page + g * d;
+      const float* vb = v_pages.f32() + int64_t(bt[b]) * page + g * d;
+      for (int64_t t = 0; t < n_b; ++t) {
+        kr.push_back(kb + t * row);
+        vr.push_back(vb + t * row);
+      }
+    }
+    attend(q.f32() + (i * n_heads + g * group) * d, group, kr.data(), vr.data(), int64_t(kr.size()),
+           d, scale, out.f32() + (i * n_heads + g * group) * d);
+  }
+}
+
+void msa_selection_stats(const Tensor& q, const Tensor& k_pages, const Tensor& block_table,
+                         const Tensor& positions, const Tensor& selected, float scale, int top_n,
+                         Tensor& recall, Tensor& coverage) {
+  const int64_t n_q = q.dim(0), n_heads = q.dim(1), d = q.dim(2);
+  const int64_t B = k_pages.dim(1), n_kvh = k_pages.dim(2), group = n_heads / n_kvh;
+  const int64_t K = selected.dim(2), row = n_kvh * d, page = B * row;
+  const int32_t* bt = block_table.ptr<int32_t>();
+  const int32_t* pos = positions.ptr<int32_t>();
+  const int64_t n_tasks = n_q * n_kvh;
+  const int nt = threads();
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (n_tasks > 1)
+  for (int64_t task = 0; task < n_tasks; ++task) {
+    const int64_t i = task / n_kvh, g = task % n_kvh, p = pos[i], nvis = p / B + 1;
+    std::vector<double> s(size_t(group * (p + 1)));  // [group][p + 1] scaled logits, fp64
+    for (int64_t j = 0; j <= p; ++j) {
+      const float* kj = k_pages.f32() + int64_t(bt[j / B]) * page + (j % B) * row + g * d;
+      for (int64_t h = 0; h < group; ++h) {
+        const float* qh = q.f32() + (i * n_heads + g * group + h) * d;
+        double a[4] = {0, 0, 0, 0};
+        int64_t c = 0;
+        for (; c + 4 <= d; c += 4)
+          for (int u = 0; u < 4; ++u) a[u] += double(qh[c + u]) * double(kj[c + u]);
+        for (; c < d; ++c) a[0] += double(qh[c]) * double(kj[c]);
+        s[size_t(h * (p + 1) + j)] = double(scale) * ((a[0] + a[1]) + (a[2] + a[3]));
+      }
+    }
+    std::vector<double> mass(size_t(nvis), 0.0);
+    for (int64_t h = 0; h < group; ++h) {
+      double* sh = s.data() + h * (p + 1);
+      const double m = *std::max_element(sh, sh + p + 1);
+      double sum = 0.0;
+      for (int64_t j = 0; j <= p; ++j) sum += (sh[j] = std::exp(sh[j] - m));
+      for (int64_t j = 0; j <= p; ++j) mass[size_t(j / B)] += sh[j] / sum / double(group);
+    }
+    std::vector<int32_t> order(static_cast<size_t>(nvis));
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int32_t a, int32_t b) { return mass[size_t(a)] > mass[size_t(b)]; });
+    const int64_t n_top = std::min<int64_t>(top_n, nvis);
+    std::vector<char> in_top(size_t(nvis), 0);
+    for (int64_t t = 0; t < n_top; ++t) in_top[size_t(order[size_t(t)])] = 1;
+    const int32_t* sel = selected.ptr<int32_t>() + (g * n_q + i) * K;
+    int64_t hits = 0;
+    double cov = 0.0;
+    for (int64_t a = 0; a < K && sel[a] >= 0; ++a) {
+      hits += in_top[size_t(sel[a])];
+      cov += mass[size_t(sel[a])];
+    }
+    recall.f32()[g * n_q + i] = float(double(hits) / double(n_top));
+    coverage.f32()[g * n_q + i] = float(cov);
+  }
+}
+
+}  // namespace mmx::ops::cpu

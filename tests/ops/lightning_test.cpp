@@ -7,18 +7,21 @@
 //
 // Tolerance: per head, max|fast - ref| <= kRel · max|ref| (over that head's outputs or state).
 // Per head because heads with strong decay have outputs orders of magnitude smaller than heads
-// with almost none; one global max would hide their errors. Every output element is an fp32 sum
-// of ~head_dim (≤ 128) products q_i·S_ij whose S_ij are themselves fp32 sums of up to a few
-// hundred decayed k·v terms (plus the decay factors, each rounded once to fp32). The rounding
-// error of such sums grows like √K·2^-24 relative to the sum of |terms| and is bounded by
-// K·2^-24 ≈ 2e-5 for K = 300; normal(0,1) inputs cancel, so the error relative to the largest
-// output is a few 1e-6 in the worst grid cases (measured: ≤ 2.3e-6 for outputs, ≤ 1.4e-6 for
-// the state). kRel = 2e-5 leaves ~10x headroom; a wrong decay exponent (λ^i instead of λ^(i+1),
-// one step off in the state) fails at >= 1e-3 for all but the weakest-decay layers.
+// with almost none; one global max would hide their errors. Every state element is an fp32 sum
+// of up to a few hundred decayed k·v terms (n <= 300 here), every output an fp32 sum of head_dim
+// (<= 128) products q_i·S_ij. Summing K same-sign terms in fp32 is off by at most ~K·2^-24
+// relative (1.8e-5 for K = 300; typically ~√K·2^-24 ≈ 1e-6), and a fast-vs-fast comparison
+// (blockwise vs recurrence, chunked vs whole) has two such paths: kRel = 4e-5 is that two-path
+// worst case. Measured (printed by each test): <= 3.1e-6 fast vs ref, <= 7.7e-6 blockwise vs
+// token-by-token, i.e. ~5x headroom. Each one-step mutation of the kernel's decay exponents
+// (λ^i for λ^(i+1) on the query, λ^(m-1) for λ^m on the carried state, λ^(m-j) for λ^(m-1-j)
+// on the keys, λ^(i-j+1) in the mask) fails dozens of cases here with errors of 1e-3 to 0.6
+// (and the hand-derived tests outright), as do o = q·S_prev in decode and a leaky causal mask.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cmath>
 #include <vector>
 
@@ -28,7 +31,7 @@
 namespace mmx::testing {
 namespace {
 
-constexpr double kRel = 2e-5;
+constexpr double kRel = 4e-5;
 constexpr int kLayers = 80;  // Text-01 / M1 num_hidden_layers
 
 // s_h = 2^(-8(h+1)/H) · (1 - L/(N-1) + 1e-5)  (spec §3.5 step 2; H a power of two).
@@ -82,12 +85,28 @@ double worst_head_rel(const Tensor& got, const Tensor& want, int64_t outer, int6
   return worst;
 }
 
+// The largest relative errors seen so far (printed by the tests, to recalibrate kRel).
+double g_worst_out = 0, g_worst_state = 0;
+
 // out [n, H, d] and state [H, d, d] of `got` within kRel (per head) of `want`.
 void expect_close(const Result& got, const Result& want, double rel = kRel) {
   const int64_t n = got.out.t().dim(0), h = got.out.t().dim(1), d = got.out.t().dim(2);
-  EXPECT_LE(worst_head_rel(got.out, want.out, n, h, d), rel) << "output";
-  EXPECT_LE(worst_head_rel(got.state, want.state, 1, h, d * d), rel) << "state";
+  const double e_out = worst_head_rel(got.out, want.out, n, h, d);
+  const double e_state = worst_head_rel(got.state, want.state, 1, h, d * d);
+  EXPECT_LE(e_out, rel) << "output";
+  EXPECT_LE(e_state, rel) << "state";
+  g_worst_out = std::max(g_worst_out, e_out);
+  g_worst_state = std::max(g_worst_state, e_state);
 }
+
+// Prints and resets the worst errors of the test that just ran.
+class LightningTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    std::printf("  worst per-head relative error: output %.2e, state %.2e\n", g_worst_out, g_worst_state);
+    g_worst_out = g_worst_state = 0;
+  }
+};
 
 Buffer zero_state(int64_t n_heads, int64_t d) { return Buffer(DType::kF32, {n_heads, d, d}); }
 
@@ -192,7 +211,7 @@ void check_case(const Case& c, uint64_t seed) {
   expect_close(run(true, qkv, slopes, c.block, s0), run(false, qkv, slopes, c.block, s0));
 }
 
-TEST(Lightning, FastVsRefGrid) {
+TEST_F(LightningTest, FastVsRefGrid) {
   // Every (block, length, head_dim); heads, layer (slope recipe), resume and input kind rotate
   // with the case index so each value meets every other dimension somewhere.
   const int blocks[] = {1, 3, 64, 256};
@@ -211,24 +230,24 @@ TEST(Lightning, FastVsRefGrid) {
       }
 }
 
-TEST(Lightning, EveryLayerFactor) {
+TEST_F(LightningTest, EveryLayerFactor) {
   // The real recipe at 8 heads for layers across the stack, blockwise and decode, resumed.
   for (int layer : {0, 1, 7, 20, 50, 78, 79})
     for (int block : {1, 64}) check_case({130, 8, 64, block, layer, true, true}, 2000 + layer);
 }
 
-TEST(Lightning, OddHeadDims) {
+TEST_F(LightningTest, OddHeadDims) {
   // head_dim with vector tails (d % 8 != 0, d % 16 != 0) in both paths.
   for (int64_t d : {1, 7, 13, 24, 40})
     for (int block : {1, 5, 64}) check_case({37, 3, d, block, 10, true, false}, 3000 + d);
 }
 
-TEST(Lightning, RealWidth) {
+TEST_F(LightningTest, RealWidth) {
   // Text-01: 64 heads × 128, chunk 256, one and a bit blocks, strongest and weakest layers.
   for (int layer : {0, 79}) check_case({257, 64, 128, 256, layer, layer == 79, true}, 4000 + layer);
 }
 
-TEST(Lightning, StrongDecayUnderflowsWithoutNaN) {
+TEST_F(LightningTest, StrongDecayUnderflowsWithoutNaN) {
   // s = 20, 90: λ^m underflows to 0 in fp32 within a block (and λ^1 = e^-90 is subnormal/0);
   // nothing may become NaN/Inf and the result is still the reference one.
   const int64_t n = 300, H = 4, d = 32;
@@ -245,7 +264,7 @@ TEST(Lightning, StrongDecayUnderflowsWithoutNaN) {
   }
 }
 
-TEST(Lightning, EmptyInputLeavesStateAlone) {
+TEST_F(LightningTest, EmptyInputLeavesStateAlone) {
   Buffer qkv(DType::kF32, {0, 2, 3, 4});
   Buffer slopes = real_slopes(2, 0);
   Buffer s0 = random_tensor({2, 4, 4}, 6000);
@@ -256,7 +275,7 @@ TEST(Lightning, EmptyInputLeavesStateAlone) {
 
 // ---- consistency ----
 
-TEST(Lightning, BlockwiseEqualsTokenByToken) {
+TEST_F(LightningTest, BlockwiseEqualsTokenByToken) {
   // The same op, chunk 1 (recurrence) vs 64 / 256 (blockwise), from zero and from a state.
   const int64_t n = 300, H = 8, d = 128;
   Buffer qkv = make_qkv(n, H, d, 7000, true);
@@ -272,7 +291,7 @@ TEST(Lightning, BlockwiseEqualsTokenByToken) {
   }
 }
 
-TEST(Lightning, ChunkedCallsEqualOneCall) {
+TEST_F(LightningTest, ChunkedCallsEqualOneCall) {
   // Splitting the sequence into arbitrary pieces, passing the state along, equals one call —
   // for the blockwise path (block 64; pieces shorter and longer than a block, and a single
   // token in the middle, which takes the decode path) and for the recurrence.
@@ -300,7 +319,7 @@ TEST(Lightning, ChunkedCallsEqualOneCall) {
   }
 }
 
-TEST(Lightning, ThreadCountInvariance) {
+TEST_F(LightningTest, ThreadCountInvariance) {
   // Bitwise identical outputs and states with 1, 2 and 3 threads, both paths.
   const int64_t n = 150, H = 8, d = 64;
   Buffer qkv = make_qkv(n, H, d, 9000, false);

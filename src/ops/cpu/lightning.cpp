@@ -8,7 +8,10 @@
 //   * decode (block <= 1 or n == 1): token by token,
 //       S ← λ·S + kᵀ⊗v;   o = q·S
 //     vectorized over the v dimension (columns of S), 32 columns per register pass; O(d²) per
-//     token and head whatever the context length.
+//     token and head whatever the context length. λ is applied as λ_hi + λ_lo (two floats,
+//     λ_hi = fp32(λ), λ_lo = fp32(λ - λ_hi)): a single fp32 λ is off by up to 2^-25 relative,
+//     and that bias compounds to t·2^-25 in λ^t — 2e-3 after 64k tokens on the last layers,
+//     where λ^t is still ~0.5. With the split, only the per-step product rounding remains.
 //
 //   * blockwise prefill (block > 1): for each block of m <= block tokens (the last one may be
 //     partial), with Q, K, V: [m, d] the block's rows and the decay table λ^a, a = 0..m:
@@ -51,10 +54,16 @@ int64_t round_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
 //   s: [d, d] row-major (row i = k channel i, column j = v channel j), updated in place;
 //   q, k, v: [d]; o: [d] written.
 // Columns [j0, j0 + 8·NV) in registers: v and o stay in registers while the d rows of S stream.
+// λ as an unevaluated sum of two floats, hi + lo (see the header).
+struct Decay {
+  float hi, lo;
+  explicit Decay(double lambda) : hi(float(lambda)), lo(float(lambda - double(float(lambda)))) {}
+};
+
 template <int NV>
-inline void decode_cols(int64_t d, int64_t j0, float lambda, const float* q, const float* k,
+inline void decode_cols(int64_t d, int64_t j0, Decay lambda, const float* q, const float* k,
                         const float* v, float* s, float* o) {
-  const __m256 lam = _mm256_set1_ps(lambda);
+  const __m256 lam_hi = _mm256_set1_ps(lambda.hi), lam_lo = _mm256_set1_ps(lambda.lo);
   __m256 vv[NV], oo[NV];
   for (int u = 0; u < NV; ++u) {
     vv[u] = _mm256_loadu_ps(v + j0 + 8 * u);
@@ -64,8 +73,9 @@ inline void decode_cols(int64_t d, int64_t j0, float lambda, const float* q, con
     const __m256 kb = _mm256_set1_ps(k[i]), qb = _mm256_set1_ps(q[i]);
     float* row = s + i * d + j0;
     for (int u = 0; u < NV; ++u) {
-      // s_ij ← fma(k_i, v_j, λ·s_ij);  o_j ← fma(q_i, s_ij, o_j)
-      const __m256 sv = _mm256_fmadd_ps(kb, vv[u], _mm256_mul_ps(lam, _mm256_loadu_ps(row + 8 * u)));
+      // s_ij ← fma(k_i, v_j, fma(λ_hi, s_ij, λ_lo·s_ij));  o_j ← fma(q_i, s_ij, o_j)
+      const __m256 s0 = _mm256_loadu_ps(row + 8 * u);
+      const __m256 sv = _mm256_fmadd_ps(kb, vv[u], _mm256_fmadd_ps(lam_hi, s0, _mm256_mul_ps(lam_lo, s0)));
       _mm256_storeu_ps(row + 8 * u, sv);
       oo[u] = _mm256_fmadd_ps(qb, sv, oo[u]);
     }
@@ -75,18 +85,18 @@ inline void decode_cols(int64_t d, int64_t j0, float lambda, const float* q, con
 
 // Scalar twin for the d % 8 last columns (same operations, so a column's value does not depend
 // on whether it landed in a vector or in the tail).
-inline void decode_col_scalar(int64_t d, int64_t j, float lambda, const float* q, const float* k,
+inline void decode_col_scalar(int64_t d, int64_t j, Decay lambda, const float* q, const float* k,
                               const float* v, float* s, float* o) {
   float acc = 0.0f;
   for (int64_t i = 0; i < d; ++i) {
     float& sij = s[i * d + j];
-    sij = std::fma(k[i], v[j], lambda * sij);
+    sij = std::fma(k[i], v[j], std::fma(lambda.hi, sij, lambda.lo * sij));
     acc = std::fma(q[i], sij, acc);
   }
   o[j] = acc;
 }
 
-void decode_token(int64_t d, float lambda, const float* q, const float* k, const float* v, float* s,
+void decode_token(int64_t d, Decay lambda, const float* q, const float* k, const float* v, float* s,
                   float* o) {
   int64_t j = 0;
   for (; j + 32 <= d; j += 32) decode_cols<4>(d, j, lambda, q, k, v, s, o);
@@ -254,7 +264,7 @@ void lightning_attention(const Tensor& qkv, const Tensor& slopes, int block, Ten
     // Decode: the recurrence, token by token, directly on the state tensor.
 #pragma omp parallel for schedule(static) num_threads(threads())
     for (int64_t h = 0; h < n_heads; ++h) {
-      const float lambda = float(std::exp(-double(slopes.f32()[h])));
+      const Decay lambda(std::exp(-double(slopes.f32()[h])));
       float* s = state.f32() + h * d * d;
       for (int64_t t = 0; t < n; ++t) {
         const float* q = x + (t * n_heads + h) * 3 * d;

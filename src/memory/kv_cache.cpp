@@ -1,23 +1,121 @@
 #include "memory/kv_cache.h"
 
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "base/error.h"
+
 namespace mmx {
 
-KvCache::KvCache(int n_layers, int64_t capacity, int n_kv_heads, int head_dim) : capacity_(capacity) {
-  MMX_CHECK(capacity > 0 && n_layers > 0, "KvCache({}, {})", n_layers, capacity);
-  for (int il = 0; il < n_layers; ++il) {
-    k_.emplace_back(DType::kF32, std::initializer_list<int64_t>{capacity, n_kv_heads, head_dim});
-    v_.emplace_back(DType::kF32, std::initializer_list<int64_t>{capacity, n_kv_heads, head_dim});
+KvCache::KvCache(int n_layers, int64_t capacity, int n_kv_heads, int head_dim)
+    : KvCache(std::vector<LayerCacheSpec>(size_t(std::max(n_layers, 0)),
+                                          LayerCacheSpec{LayerCacheSpec::kKv, n_kv_heads, head_dim}),
+              capacity) {}
+
+KvCache::KvCache(const std::vector<LayerCacheSpec>& layers, int64_t capacity, int64_t checkpoint_every,
+                 int max_checkpoints)
+    : specs_(layers), capacity_(capacity), checkpoint_every_(checkpoint_every),
+      max_checkpoints_(max_checkpoints) {
+  MMX_CHECK(capacity > 0 && !layers.empty() && checkpoint_every >= 0 && max_checkpoints >= 0,
+            "KvCache({} layers, capacity {}, checkpoint_every {})", layers.size(), capacity,
+            checkpoint_every);
+  k_.resize(layers.size());
+  v_.resize(layers.size());
+  state_.resize(layers.size());
+  for (size_t il = 0; il < layers.size(); ++il) {
+    const LayerCacheSpec& s = layers[il];
+    MMX_CHECK(s.n_heads > 0 && s.head_dim > 0, "layer {}: {} heads x {}", il, s.n_heads, s.head_dim);
+    if (s.kind == LayerCacheSpec::kKv) {
+      k_[il] = Buffer(DType::kF32, {capacity, s.n_heads, s.head_dim});
+      v_[il] = Buffer(DType::kF32, {capacity, s.n_heads, s.head_dim});
+    } else {
+      state_[il] = Buffer(DType::kF32, {s.n_heads, s.head_dim, s.head_dim});  // zero-filled
+    }
   }
+}
+
+Tensor KvCache::k(int il) const {
+  MMX_CHECK(specs_[il].kind == LayerCacheSpec::kKv, "layer {} keeps no K/V", il);
+  return k_[il].t();
+}
+Tensor KvCache::v(int il) const {
+  MMX_CHECK(specs_[il].kind == LayerCacheSpec::kKv, "layer {} keeps no K/V", il);
+  return v_[il].t();
+}
+Tensor KvCache::state(int il) const {
+  MMX_CHECK(specs_[il].kind == LayerCacheSpec::kLinearState, "layer {} keeps no linear state", il);
+  return state_[il].t();
 }
 
 void KvCache::set_n_past(int64_t n) {
   MMX_CHECK(n >= 0 && n <= capacity_, "n_past {} outside [0, {}]", n, capacity_);
+  MMX_CHECK(n >= n_past_ || !has_states(),
+            "set_n_past({}) would move a lightning state back from {}; use rollback()", n, n_past_);
   n_past_ = n;
 }
 
-size_t KvCache::size_bytes() const {
+int64_t KvCache::next_checkpoint(int64_t pos) const {
+  if (checkpoint_every_ <= 0 || !has_states()) return std::numeric_limits<int64_t>::max();
+  return (pos / checkpoint_every_ + 1) * checkpoint_every_;
+}
+
+void KvCache::save_checkpoint() {
+  if (!has_states() || max_checkpoints_ == 0) return;
+  if (!checkpoints_.empty() && checkpoints_.back().pos == n_past_) checkpoints_.pop_back();
+  Checkpoint c;
+  c.pos = n_past_;
+  c.states.reserve(state_bytes() / sizeof(float));
+  for (const Buffer& s : state_)
+    if (!s.t().empty()) c.states.insert(c.states.end(), s.t().f32(), s.t().f32() + s.t().numel());
+  checkpoints_.push_back(std::move(c));
+  if (int(checkpoints_.size()) > max_checkpoints_) checkpoints_.erase(checkpoints_.begin());
+}
+
+std::vector<int64_t> KvCache::checkpoint_positions() const {
+  std::vector<int64_t> p;
+  for (const auto& c : checkpoints_) p.push_back(c.pos);
+  return p;
+}
+
+int64_t KvCache::rollback(int64_t p) {
+  MMX_CHECK(p >= 0 && p <= n_past_, "rollback({}) with {} tokens cached", p, n_past_);
+  if (!has_states()) {
+    n_past_ = p;
+    return p;
+  }
+  while (!checkpoints_.empty() && checkpoints_.back().pos > p) checkpoints_.pop_back();
+  if (p == n_past_) return p;  // nothing to undo
+  const float* src = checkpoints_.empty() ? nullptr : checkpoints_.back().states.data();
+  for (Buffer& s : state_) {
+    Tensor t = s.t();
+    if (t.empty()) continue;
+    if (src) {
+      std::memcpy(t.data, src, t.size_bytes());
+      src += t.numel();
+    } else {
+      std::memset(t.data, 0, t.size_bytes());
+    }
+  }
+  n_past_ = checkpoints_.empty() ? 0 : checkpoints_.back().pos;
+  return n_past_;
+}
+
+size_t KvCache::kv_bytes() const {
   size_t s = 0;
-  for (const auto& b : k_) s += 2 * b.t().size_bytes();
+  for (size_t i = 0; i < k_.size(); ++i)
+    if (!k_[i].t().empty()) s += k_[i].t().size_bytes() + v_[i].t().size_bytes();
+  return s;
+}
+size_t KvCache::state_bytes() const {
+  size_t s = 0;
+  for (const auto& b : state_)
+    if (!b.t().empty()) s += b.t().size_bytes();
+  return s;
+}
+size_t KvCache::checkpoint_bytes() const {
+  size_t s = 0;
+  for (const auto& c : checkpoints_) s += c.states.size() * sizeof(float);
   return s;
 }
 

@@ -1,32 +1,82 @@
-// KvCache: a contiguous per-sequence K/V store for softmax-attention layers (F32).
+// KvCache: the per-sequence memory of one sequence — K/V rows for softmax-attention layers and a
+// fixed-size fp32 state per lightning (linear-attention) layer, plus state checkpoints.
 //
-// This is the simple memory of the engine-foundation stage: one sequence, rows = absolute
-// positions 0..capacity-1. The paged cache with prefix sharing (memory/paged_kv) replaces it
-// for serving; models reach K/V only through k(il)/v(il) views so the swap is local.
+// This is the contiguous memory of the single-sequence path (generate, logits, bench). Each layer
+// says what it keeps (LayerCacheSpec): softmax layers get K/V [capacity, n_kv_heads, head_dim]
+// F32, whose rows are absolute positions; lightning layers get a state [n_heads, head_dim,
+// head_dim] F32 whose size does not grow with the context (spec §3.5 step 6). Models reach them
+// only through k(il)/v(il)/state(il), so the paged cache of the serving engine can replace it.
+//
+// Rolling back a KV cache is free (forget rows), but a lightning state cannot be un-decayed: it is
+// restored from a checkpoint — a snapshot of every lightning state taken when n_past() crosses a
+// multiple of `checkpoint_every` (the model splits its forward there; DESIGN "hybrid" rule). The
+// newest `max_checkpoints` are kept; rollback(p) returns the position actually restored (the
+// newest checkpoint <= p, or 0 with zero states) and the caller re-feeds the tokens from there.
+// Memory cost: one checkpoint = state_bytes(); real MiniMax-Text-01 (70 lightning layers × 64
+// heads × 128 × 128 × 4 B) = 280 MiB per checkpoint per sequence.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "tensor/tensor.h"
 
 namespace mmx {
 
+struct LayerCacheSpec {
+  enum Kind : uint8_t { kKv, kLinearState } kind = kKv;
+  int n_heads = 0;   // kKv: KV heads; kLinearState: lightning heads
+  int head_dim = 0;
+};
+
 class KvCache {
  public:
+  // Every layer softmax (the M2 shape).
   KvCache(int n_layers, int64_t capacity, int n_kv_heads, int head_dim);
+  // checkpoint_every: tokens between state checkpoints (0 = none; only lightning layers need them).
+  KvCache(const std::vector<LayerCacheSpec>& layers, int64_t capacity, int64_t checkpoint_every = 0,
+          int max_checkpoints = 4);
 
-  Tensor k(int il) const { return k_[il].t(); }  // [capacity, n_kv_heads, head_dim]
-  Tensor v(int il) const { return v_[il].t(); }  // [capacity, n_kv_heads, head_dim]
+  int n_layers() const { return int(specs_.size()); }
+  const LayerCacheSpec& spec(int il) const { return specs_[il]; }
+  Tensor k(int il) const;      // [capacity, n_kv_heads, head_dim]   (kKv layers)
+  Tensor v(int il) const;      // [capacity, n_kv_heads, head_dim]   (kKv layers)
+  Tensor state(int il) const;  // [n_heads, head_dim, head_dim] F32 (kLinearState layers)
+  bool has_states() const { return state_bytes() > 0; }
+
   int64_t capacity() const { return capacity_; }
   // Positions already written (the next token goes at n_past()).
   int64_t n_past() const { return n_past_; }
-  void set_n_past(int64_t n);  // commit after a forward, or roll back
-  size_t size_bytes() const;
+  // Commit after a forward. Moving backwards is only allowed without lightning states (use
+  // rollback() otherwise).
+  void set_n_past(int64_t n);
+
+  // Checkpoints. The model calls save_checkpoint() whenever n_past() lands on a multiple of
+  // checkpoint_every() (next_checkpoint(pos) tells it where to split a forward).
+  int64_t checkpoint_every() const { return checkpoint_every_; }
+  int64_t next_checkpoint(int64_t pos) const;  // smallest multiple > pos, or INT64_MAX
+  void save_checkpoint();
+  std::vector<int64_t> checkpoint_positions() const;
+  // Restores the newest state at a position <= p (a checkpoint, or 0 = empty) and returns it.
+  int64_t rollback(int64_t p);
+
+  size_t kv_bytes() const;          // K/V buffers (capacity rows)
+  size_t state_bytes() const;       // live lightning states
+  size_t checkpoint_bytes() const;  // snapshots kept
+  size_t size_bytes() const { return kv_bytes() + state_bytes() + checkpoint_bytes(); }
 
  private:
-  std::vector<Buffer> k_, v_;
+  struct Checkpoint {
+    int64_t pos = 0;
+    std::vector<float> states;  // every lightning state, layer order, concatenated
+  };
+  std::vector<LayerCacheSpec> specs_;
+  std::vector<Buffer> k_, v_, state_;  // indexed by layer; empty Buffers where not used
+  std::vector<Checkpoint> checkpoints_;  // ascending pos
   int64_t capacity_ = 0;
   int64_t n_past_ = 0;
+  int64_t checkpoint_every_ = 0;
+  int max_checkpoints_ = 0;
 };
 
 }  // namespace mmx

@@ -1,77 +1,17 @@
-// config.json -> ModelConfig for MiniMaxM2ForCausalLM (spec §4.1).
+// config.json -> ModelConfig: the shared steps and the dispatch on architectures[0].
+// Family-specific keys live in config_m2.cpp (spec §4.1) and config_text01.cpp (spec §3.1).
 #include "model/config.h"
 
 #include <fmt/format.h>
 
-#include <cmath>
 #include <fstream>
-#include <nlohmann/json.hpp>
-#include <set>
 #include <sstream>
 
-#include "base/error.h"
+#include "model/config_parse.h"
 
 namespace mmx {
 
-using json = nlohmann::json;
-
-namespace {
-
-// Keys with no effect on inference math (training knobs, bookkeeping, vestigial Text-01 keys).
-const std::set<std::string> kIgnoredKeys = {
-    "model_type", "auto_map", "torch_dtype", "dtype", "transformers_version", "use_cache",
-    "router_aux_loss_coef", "router_jitter_noise", "output_router_logits", "initializer_range",
-    "attention_dropout", "pad_token_id", "max_model_len", "layernorm_full_attention_beta",
-    "layernorm_linear_attention_beta", "layernorm_mlp_beta", "shared_moe_mode", "swa_rope_theta",
-    "use_mtp", "mtp_transformer_layers", "num_mtp_modules", "mlp_intermediate_size",
-    "_name_or_path", "architectures", "name_or_path", "bos_token_id", "eos_token_id",
-    "partial_rotary_factor", "use_grouped_topk",
-};
-
-class Reader {
- public:
-  Reader(const json& j, std::string where) : j_(j), where_(std::move(where)) {}
-
-  bool has(const char* key) const { return j_.contains(key) && !j_.at(key).is_null(); }
-
-  int64_t integer(const char* key, int64_t lo, int64_t hi) const {
-    if (!has(key)) fail("{}: missing required key \"{}\"", where_, key);
-    return integer_or(key, 0, lo, hi);
-  }
-  int64_t integer_or(const char* key, int64_t def, int64_t lo, int64_t hi) const {
-    if (!has(key)) return def;
-    const json& v = j_.at(key);
-    if (!v.is_number_integer() && !(v.is_number_float() && std::floor(v.get<double>()) == v.get<double>()))
-      fail("{}: \"{}\" must be an integer, got {}", where_, key, v.dump());
-    const double d = v.get<double>();
-    if (d < double(lo) || d > double(hi))
-      fail("{}: \"{}\" = {} is outside the supported range [{}, {}]", where_, key, v.dump(), lo, hi);
-    return int64_t(d);
-  }
-  double number_or(const char* key, double def) const {
-    if (!has(key)) return def;
-    const json& v = j_.at(key);
-    if (!v.is_number()) fail("{}: \"{}\" must be a number, got {}", where_, key, v.dump());
-    return v.get<double>();
-  }
-  bool boolean_or(const char* key, bool def) const {
-    if (!has(key)) return def;
-    const json& v = j_.at(key);
-    if (!v.is_boolean()) fail("{}: \"{}\" must be true or false, got {}", where_, key, v.dump());
-    return v.get<bool>();
-  }
-  std::string string_or(const char* key, const std::string& def) const {
-    if (!has(key)) return def;
-    const json& v = j_.at(key);
-    if (!v.is_string()) fail("{}: \"{}\" must be a string, got {}", where_, key, v.dump());
-    return v.get<std::string>();
-  }
-  const std::string& where() const { return where_; }
-
- private:
-  const json& j_;
-  std::string where_;
-};
+namespace config_parse {
 
 void parse_fp8(const json& q, const std::string& where, ModelConfig& c) {
   if (!q.is_object()) fail("{}: \"quantization_config\" must be an object", where);
@@ -117,28 +57,13 @@ void parse_token_ids(const json& j, ModelConfig& c) {
   }
 }
 
-}  // namespace
-
-ModelConfig parse_config(const std::string& text, const std::string& where) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    fail("{}: not valid JSON: {}", where, e.what());
-  }
-  if (!j.is_object()) fail("{}: expected a JSON object", where);
-
-  ModelConfig c;
-  if (!j.contains("architectures") || !j["architectures"].is_array() || j["architectures"].empty() ||
-      !j["architectures"][0].is_string())
-    fail("{}: \"architectures\" must be a non-empty list of strings", where);
-  c.architecture = j["architectures"][0].get<std::string>();
-  if (c.architecture != "MiniMaxM2ForCausalLM")
-    fail("{}: architecture \"{}\" is not supported yet (supported: MiniMaxM2ForCausalLM)", where,
-         c.architecture);
-  c.family = Family::kMiniMaxM2;
-
-  const Reader r(j, where);
+void parse_common(const json& j, const Reader& r, ModelConfig& c, std::set<std::string>& used) {
+  const std::string& where = r.where();
+  used.insert({"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+               "num_key_value_heads", "head_dim", "rotary_dim", "partial_rotary_factor",
+               "rope_theta", "rope_scaling", "max_position_embeddings", "rms_norm_eps",
+               "hidden_act", "sliding_window", "attn_window_size", "tie_word_embeddings",
+               "bos_token_id", "eos_token_id"});
   constexpr int64_t kBig = int64_t(1) << 40;
   c.vocab_size = r.integer("vocab_size", 1, int64_t(1) << 31);
   c.d_model = r.integer("hidden_size", 1, 1 << 20);
@@ -160,64 +85,65 @@ ModelConfig parse_config(const std::string& text, const std::string& where) {
   c.rope_theta = r.number_or("rope_theta", 10000.0);
   if (!(c.rope_theta > 1.0)) fail("{}: rope_theta must be > 1, got {}", where, c.rope_theta);
   if (r.has("rope_scaling"))
-    fail("{}: rope_scaling is set ({}); RoPE scaling is not supported for MiniMax-M2 (the released "
+    fail("{}: rope_scaling is set ({}); RoPE scaling is not supported (the released MiniMax "
          "configs have none)", where, j["rope_scaling"].dump());
   c.max_position = r.integer_or("max_position_embeddings", 196608, 1, kBig);
   c.norm_eps = float(r.number_or("rms_norm_eps", 1e-6));
   if (!(c.norm_eps > 0)) fail("{}: rms_norm_eps must be > 0", where);
-
   const std::string act = r.string_or("hidden_act", "silu");
-  if (act != "silu") fail("{}: hidden_act \"{}\" is not supported (MiniMax-M2 uses silu)", where, act);
-
-  c.use_qk_norm = r.boolean_or("use_qk_norm", true);
-  const std::string qk = r.string_or("qk_norm_type", "per_layer");
-  if (c.use_qk_norm && qk != "per_layer")
-    fail("{}: qk_norm_type \"{}\" is not supported for MiniMaxM2ForCausalLM (expected per_layer: one "
-         "RMS statistic over the whole q/k projection, spec §4.4)", where, qk);
+  if (act != "silu") fail("{}: hidden_act \"{}\" is not supported (this family uses silu)", where, act);
   for (const char* k : {"sliding_window", "attn_window_size"})
-    if (r.has(k)) fail("{}: \"{}\" is set; sliding-window attention is not supported for MiniMax-M2", where, k);
+    if (r.has(k)) fail("{}: \"{}\" is set; sliding-window attention is not supported", where, k);
+  c.tie_word_embeddings = r.boolean_or("tie_word_embeddings", false);
+  parse_token_ids(j, c);
+}
 
-  c.layer_kinds.assign(c.n_layers, LayerKind::kSoftmax);
-  if (r.has("attn_type_list")) {
-    const json& a = j["attn_type_list"];
-    if (!a.is_array() || int(a.size()) != c.n_layers)
-      fail("{}: attn_type_list must list {} entries (one per layer)", where, c.n_layers);
-    for (int il = 0; il < c.n_layers; ++il)
-      if (a[il] != 1)
-        fail("{}: attn_type_list[{}] = {}; MiniMax-M2 layers are all softmax attention (1). Lightning "
-             "layers (0) belong to MiniMax-Text-01/M1", where, il, a[il].dump());
-  }
-
+void parse_moe_shape(const Reader& r, ModelConfig& c, std::set<std::string>& used) {
+  used.insert({"intermediate_size", "num_local_experts", "num_experts_per_tok"});
   c.ffn_dim = r.integer("intermediate_size", 1, 1 << 20);
   c.n_experts = int(r.integer("num_local_experts", 1, 65536));
   c.n_experts_active = int(r.integer("num_experts_per_tok", 1, c.n_experts));
-  const std::string scoring = r.string_or("scoring_func", "sigmoid");
-  if (scoring != "sigmoid")
-    fail("{}: scoring_func \"{}\" is not supported for MiniMax-M2 (expected sigmoid)", where, scoring);
-  c.use_routing_bias = r.boolean_or("use_routing_bias", true);
-  c.routed_scaling_factor = float(r.number_or("routed_scaling_factor", 1.0));
-  if (r.integer_or("shared_intermediate_size", 0, 0, 1 << 20) != 0)
-    fail("{}: shared_intermediate_size != 0 (a shared expert) is not supported for MiniMax-M2", where);
-  if (r.integer_or("num_expert_group", 1, 1, 65536) > 1 || r.integer_or("topk_group", 1, 1, 65536) > 1)
-    fail("{}: group-limited routing (num_expert_group/topk_group > 1) is not supported", where);
+}
 
-  c.tie_word_embeddings = r.boolean_or("tie_word_embeddings", false);
-  if (j.contains("quantization_config") && !j["quantization_config"].is_null())
-    parse_fp8(j["quantization_config"], where, c);
-  parse_token_ids(j, c);
-  c.n_mtp_modules = r.boolean_or("use_mtp", false) ? int(r.integer_or("num_mtp_modules", 0, 0, 64)) : 0;
-
-  static const std::set<std::string> kUsed = {
-      "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
-      "head_dim", "rotary_dim", "rope_theta", "rope_scaling", "max_position_embeddings",
-      "rms_norm_eps", "hidden_act", "use_qk_norm", "qk_norm_type", "sliding_window",
-      "attn_window_size", "attn_type_list", "intermediate_size", "num_local_experts",
-      "num_experts_per_tok", "scoring_func", "use_routing_bias", "routed_scaling_factor",
-      "shared_intermediate_size", "num_expert_group", "topk_group", "tie_word_embeddings",
-      "quantization_config"};
+void warn_unknown_keys(const json& j, const std::set<std::string>& used,
+                       const std::set<std::string>& ignored, ModelConfig& c, const std::string& where) {
   for (const auto& [key, _] : j.items())
-    if (!kUsed.count(key) && !kIgnoredKeys.count(key))
+    if (!used.count(key) && !ignored.count(key))
       c.warnings.push_back(fmt::format("{}: unknown key \"{}\" ignored", where, key));
+}
+
+}  // namespace config_parse
+
+ModelConfig parse_config(const std::string& text, const std::string& where) {
+  using namespace config_parse;
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    fail("{}: not valid JSON: {}", where, e.what());
+  }
+  if (!j.is_object()) fail("{}: expected a JSON object", where);
+
+  ModelConfig c;
+  if (!j.contains("architectures") || !j["architectures"].is_array() || j["architectures"].empty() ||
+      !j["architectures"][0].is_string())
+    fail("{}: \"architectures\" must be a non-empty list of strings", where);
+  c.architecture = j["architectures"][0].get<std::string>();
+  const Reader r(j, where);
+  std::set<std::string> used = {"architectures"};
+  if (c.architecture == "MiniMaxM2ForCausalLM") {
+    c.family = Family::kMiniMaxM2;
+    parse_common(j, r, c, used);
+    parse_m2(j, r, c, used);
+  } else if (c.architecture == "MiniMaxText01ForCausalLM" || c.architecture == "MiniMaxM1ForCausalLM" ||
+             c.architecture == "MiniMaxForCausalLM") {
+    c.family = Family::kMiniMaxText01;
+    parse_common(j, r, c, used);
+    parse_text01(j, r, c, used);
+  } else {
+    fail("{}: architecture \"{}\" is not supported (supported: MiniMaxM2ForCausalLM, "
+         "MiniMaxText01ForCausalLM, MiniMaxM1ForCausalLM, MiniMaxForCausalLM)", where, c.architecture);
+  }
   return c;
 }
 
@@ -233,14 +159,32 @@ ModelConfig load_config(const std::string& dir) {
 std::string config_summary(const ModelConfig& c) {
   std::string s;
   s += fmt::format("architecture      {}\n", c.architecture);
-  s += fmt::format("layers            {} (softmax GQA attention)\n", c.n_layers);
+  const int n_lin = c.count_layers(LayerKind::kLightning);
+  if (n_lin == 0)
+    s += fmt::format("layers            {} (softmax GQA attention)\n", c.n_layers);
+  else
+    s += fmt::format("layers            {} = {} lightning + {} softmax GQA attention\n", c.n_layers, n_lin,
+                     c.n_layers - n_lin);
   s += fmt::format("d_model           {}\n", c.d_model);
   s += fmt::format("heads             {} q / {} kv, head_dim {}, rotary_dim {} (neox), theta {:g}\n",
                    c.n_heads, c.n_kv_heads, c.head_dim, c.rotary_dim, c.rope_theta);
   s += fmt::format("qk-norm           {}\n", c.use_qk_norm ? "whole projection (per_layer)" : "none");
-  s += fmt::format("experts           {} x ffn {}, top-{}, sigmoid router{}, scale {:g}\n",
-                   c.n_experts, c.ffn_dim, c.n_experts_active,
-                   c.use_routing_bias ? " + selection bias" : "", c.routed_scaling_factor);
+  if (n_lin > 0)
+    s += fmt::format("lightning         {} heads x {}, state {} KiB/layer, block {}, inner norm eps {:g}\n",
+                     c.n_heads, c.head_dim, int64_t(c.n_heads) * c.head_dim * c.head_dim * 4 / 1024,
+                     c.lightning_block, c.lightning_norm_eps);
+  if (c.family == Family::kMiniMaxText01)
+    s += fmt::format("residual          {}, alpha/beta attn {:g}/{:g}, lightning {:g}/{:g}, mlp {:g}/{:g}\n",
+                     c.postnorm ? "post-norm (carries the normed value)" : "pre-norm input",
+                     c.res_softmax.alpha, c.res_softmax.beta, c.res_lightning.alpha,
+                     c.res_lightning.beta, c.res_mlp.alpha, c.res_mlp.beta);
+  if (c.router == RouterKind::kSoftmax)
+    s += fmt::format("experts           {} x ffn {}, top-{}, softmax router (renormalised)\n",
+                     c.n_experts, c.ffn_dim, c.n_experts_active);
+  else
+    s += fmt::format("experts           {} x ffn {}, top-{}, sigmoid router{}, scale {:g}\n",
+                     c.n_experts, c.ffn_dim, c.n_experts_active,
+                     c.use_routing_bias ? " + selection bias" : "", c.routed_scaling_factor);
   s += fmt::format("vocab             {}\n", c.vocab_size);
   s += fmt::format("max positions     {}\n", c.max_position);
   s += fmt::format("rms eps           {:g}\n", c.norm_eps);

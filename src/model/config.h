@@ -14,9 +14,26 @@
 
 namespace mmx {
 
-enum class Family : uint8_t { kMiniMaxM2 };
-enum class LayerKind : uint8_t { kSoftmax };
-enum class RouterKind : uint8_t { kSigmoidBias };
+enum class Family : uint8_t {
+  kMiniMaxM2,      // MiniMax-M2 / M2.1 / M2.5 / M2.7 (spec §4)
+  kMiniMaxText01,  // MiniMax-Text-01 and MiniMax-M1: lightning + softmax hybrid (spec §3)
+};
+enum class LayerKind : uint8_t {
+  kSoftmax,    // GQA softmax attention over a KV cache
+  kLightning,  // linear attention with per-head decay over a fixed-size state (Text-01)
+};
+enum class RouterKind : uint8_t {
+  kSigmoidBias,  // sigmoid scores, selection-only bias (M2, M3)
+  kSoftmax,      // softmax over all experts, top-k renormalised (Text-01 / M1)
+};
+
+// Residual update of one sub-layer (spec §3.3): out = alpha · r + beta · branch, where r is the
+// sub-layer's normed input when `postnorm`, else its un-normed input. Pre-norm families use
+// alpha = beta = 1 with postnorm = false.
+struct ResidualScale {
+  float alpha = 1.0f;
+  float beta = 1.0f;
+};
 
 struct Fp8Quant {
   bool enabled = false;
@@ -43,6 +60,14 @@ struct ModelConfig {
   bool use_qk_norm = true;    // RMSNorm over the whole q / k projection (qk_norm_type "per_layer")
   std::vector<LayerKind> layer_kinds;  // [n_layers]
 
+  // Text-01 / M1 only (spec §3.3, §3.5)
+  bool postnorm = false;          // residual carries the normed value
+  ResidualScale res_softmax;      // layernorm_full_attention_alpha/_beta
+  ResidualScale res_lightning;    // layernorm_linear_attention_alpha/_beta
+  ResidualScale res_mlp;          // layernorm_mlp_alpha/_beta
+  int lightning_block = 256;      // chunk length of the blockwise lightning prefill (`block`)
+  float lightning_norm_eps = 1e-6f;  // inner RMSNorm over all heads (spec §8: reference 1e-6)
+
   // MoE
   int64_t ffn_dim = 0;        // intermediate_size, per expert
   int n_experts = 0;          // num_local_experts
@@ -64,6 +89,11 @@ struct ModelConfig {
   std::vector<std::string> warnings;  // unknown keys etc., printed by the CLI
 
   int64_t q_dim() const { return int64_t(n_heads) * head_dim; }
+  int count_layers(LayerKind k) const {
+    int n = 0;
+    for (LayerKind x : layer_kinds) n += x == k;
+    return n;
+  }
   int64_t kv_dim() const { return int64_t(n_kv_heads) * head_dim; }
 };
 

@@ -24,14 +24,28 @@ class Model {
   // Throws mmx::Error for invalid token ids or a full cache (nothing is modified then).
   virtual void forward(const ForwardBatch& batch, KvCache& kv, Tensor& logits) = 0;
 
-  KvCache make_cache(int64_t capacity) const {
+  // Per-sequence memory for up to `capacity` tokens: K/V for softmax layers, a state for each
+  // lightning layer, with state checkpoints every `checkpoint_every` tokens (newest
+  // `max_checkpoints` kept; see memory/kv_cache.h for what they cost).
+  KvCache make_cache(int64_t capacity, int64_t checkpoint_every = 1024, int max_checkpoints = 4) const {
     const ModelConfig& c = config();
-    return KvCache(c.n_layers, capacity, c.n_kv_heads, c.head_dim);
+    std::vector<LayerCacheSpec> specs;
+    for (LayerKind k : c.layer_kinds)
+      specs.push_back(k == LayerKind::kLightning
+                          ? LayerCacheSpec{LayerCacheSpec::kLinearState, c.n_heads, c.head_dim}
+                          : LayerCacheSpec{LayerCacheSpec::kKv, c.n_kv_heads, c.head_dim});
+    return KvCache(specs, capacity, checkpoint_every, max_checkpoints);
   }
 };
 
+// Run-time choices that do not change the math (only rounding), applied over config.json.
+struct LoadOptions {
+  int lightning_block = 0;  // > 0: chunk length of the blockwise lightning prefill
+};
+
 // Loads DIR (config.json + safetensors). progress(done, total) may be null.
-std::unique_ptr<Model> load_model(const std::string& dir, void (*progress)(int, int) = nullptr);
+std::unique_ptr<Model> load_model(const std::string& dir, void (*progress)(int, int) = nullptr,
+                                  const LoadOptions& opts = {});
 
 // Throws mmx::Error unless every id is in [0, vocab_size).
 void validate_token_ids(const Tensor& tokens, int64_t vocab_size);

@@ -1,4 +1,5 @@
-// Loading MiniMax-M2 weights by their Hugging Face names (spec §4.3) with shape/dtype checks.
+// Loading MiniMax-M2 (spec §4.3) and Text-01/M1 (spec §3.2) weights by their Hugging Face names,
+// with shape/dtype checks.
 #include "model/weights.h"
 
 #include <fmt/format.h>
@@ -116,14 +117,22 @@ ModelWeights load_weights(const std::string& dir, const ModelConfig& cfg,
     LayerWeights& lw = mw.layers[il];
     lw.attn_norm = ld.get_f32(p + "input_layernorm.weight", d);
     lw.ffn_norm = ld.get_f32(p + "post_attention_layernorm.weight", d);
-    AttentionWeights& a = lw.attn;
-    a.q = ld.linear(p + "self_attn.q_proj.weight", qd, d);
-    a.k = ld.linear(p + "self_attn.k_proj.weight", kvd, d);
-    a.v = ld.linear(p + "self_attn.v_proj.weight", kvd, d);
-    a.o = ld.linear(p + "self_attn.o_proj.weight", d, qd);
-    if (cfg.use_qk_norm) {
-      a.q_norm = ld.get_f32(p + "self_attn.q_norm.weight", qd);
-      a.k_norm = ld.get_f32(p + "self_attn.k_norm.weight", kvd);
+    if (cfg.layer_kinds[il] == LayerKind::kLightning) {
+      LightningWeights& a = lw.lin;
+      a.qkv = ld.linear(p + "self_attn.qkv_proj.weight", 3 * qd, d);
+      a.gate = ld.linear(p + "self_attn.output_gate.weight", qd, d);
+      a.out = ld.linear(p + "self_attn.out_proj.weight", d, qd);
+      a.norm = ld.get_f32(p + "self_attn.norm.weight", qd);
+    } else {
+      AttentionWeights& a = lw.attn;
+      a.q = ld.linear(p + "self_attn.q_proj.weight", qd, d);
+      a.k = ld.linear(p + "self_attn.k_proj.weight", kvd, d);
+      a.v = ld.linear(p + "self_attn.v_proj.weight", kvd, d);
+      a.o = ld.linear(p + "self_attn.o_proj.weight", d, qd);
+      if (cfg.use_qk_norm) {
+        a.q_norm = ld.get_f32(p + "self_attn.q_norm.weight", qd);
+        a.k_norm = ld.get_f32(p + "self_attn.k_norm.weight", kvd);
+      }
     }
     MoeWeights& m = lw.moe;
     const std::string mp = p + "block_sparse_moe.";
@@ -153,9 +162,11 @@ ParamCounts count_params(const ModelConfig& c) {
   const int64_t d = c.d_model, L = c.n_layers;
   p.embedding = c.vocab_size * d;
   p.lm_head = c.tie_word_embeddings ? 0 : c.vocab_size * d;
-  const int64_t attn = c.q_dim() * d + 2 * c.kv_dim() * d + d * c.q_dim() +
-                       (c.use_qk_norm ? c.q_dim() + c.kv_dim() : 0);
-  p.attention = L * attn;
+  const int64_t softmax = c.q_dim() * d + 2 * c.kv_dim() * d + d * c.q_dim() +
+                          (c.use_qk_norm ? c.q_dim() + c.kv_dim() : 0);
+  const int64_t lightning = 3 * c.q_dim() * d + c.q_dim() * d + d * c.q_dim() + c.q_dim();
+  const int n_lin = c.count_layers(LayerKind::kLightning);
+  p.attention = (L - n_lin) * softmax + n_lin * lightning;
   p.norms = L * 2 * d + d;
   p.router = L * (int64_t(c.n_experts) * d + (c.use_routing_bias ? c.n_experts : 0));
   const int64_t expert = 3 * c.ffn_dim * d;

@@ -24,6 +24,14 @@ struct AttentionWeights {
   Buffer k_norm;  // [kv_dim] F32
 };
 
+// Lightning attention (Text-01 / M1, spec §3.2): fused per-head interleaved q|k|v projection.
+struct LightningWeights {
+  ops::Linear qkv;   // [3 * q_dim, d_model], rows of head h: [q (head_dim) | k | v]
+  ops::Linear gate;  // [q_dim, d_model] output_gate
+  ops::Linear out;   // [d_model, q_dim] out_proj
+  Buffer norm;       // [q_dim] F32 inner RMSNorm over all heads jointly
+};
+
 struct ExpertWeights {
   ops::Linear w1;  // gate [ffn_dim, d_model]
   ops::Linear w3;  // up   [ffn_dim, d_model]
@@ -40,7 +48,8 @@ struct MoeWeights {
 struct LayerWeights {
   Buffer attn_norm;  // [d_model] F32 input_layernorm
   Buffer ffn_norm;   // [d_model] F32 post_attention_layernorm
-  AttentionWeights attn;
+  AttentionWeights attn;  // softmax layers
+  LightningWeights lin;   // lightning layers
   MoeWeights moe;
 };
 
@@ -64,7 +73,7 @@ ModelWeights load_weights(const std::string& dir, const ModelConfig& cfg,
 struct ParamCounts {
   int64_t embedding = 0;   // embed_tokens
   int64_t lm_head = 0;     // 0 when tied
-  int64_t attention = 0;   // all layers: q/k/v/o + q/k norms
+  int64_t attention = 0;   // all layers: q/k/v/o + q/k norms; lightning qkv/gate/out/norm
   int64_t norms = 0;       // input/post-attention layernorms + final norm
   int64_t router = 0;      // gate + bias, all layers
   int64_t experts = 0;     // all routed experts, all layers

@@ -20,6 +20,7 @@ namespace {
 struct Opts {
   std::string model, prompt, ids, system;
   int n = 32, threads = 0;
+  LoadOptions load;
   SamplingParams sp;
   bool stats = false;
   bool ignore_eos = false;
@@ -50,7 +51,7 @@ void run_generate(const Opts& o) {
     prompt = tokenizer->encode(text, /*add_special_tokens=*/!o.chat);
     if (o.show_prompt) std::fprintf(stderr, "%s", text.c_str());
   }
-  auto model = load_model(o.model, progress_bar);
+  auto model = load_model(o.model, progress_bar, o.load);
   Sampler sampler(o.sp);
   GenerateStats st;
   std::optional<tok::Detokenizer> detok;
@@ -94,6 +95,7 @@ void add_generate(CLI::App& app, Action& action) {
   c->add_option("--min-p", o->sp.min_p, "Min-p relative to the most likely token (0 = off)");
   c->add_option("--seed", o->sp.seed, "Sampling seed");
   c->add_option("-t,--threads", o->threads, "CPU threads (0 = all cores)");
+  add_load_options(c, &o->load);
   c->add_flag("--stats", o->stats, "Print prefill/decode speed on stderr");
   c->add_flag("--ignore-eos", o->ignore_eos, "Do not stop at the end-of-sequence token");
   c->callback([o, &action] { action = [o] { run_generate(*o); }; });

@@ -15,6 +15,7 @@ namespace {
 struct Opts {
   std::string model, ids, out, dump_dir;
   int threads = 0;
+  LoadOptions load;
   int chunk = 0;
 };
 }  // namespace
@@ -30,11 +31,12 @@ void add_logits(CLI::App& app, Action& action) {
       ->check(CLI::NonNegativeNumber);
   c->add_option("--dump-dir", o->dump_dir, "Also write every named intermediate as .npy here");
   c->add_option("-t,--threads", o->threads, "CPU threads (0 = all cores)");
+  add_load_options(c, &o->load);
   c->callback([o, &action] {
     action = [o] {
       ops::set_n_threads(o->threads);
       std::vector<int32_t> ids = parse_ids(o->ids);
-      auto model = load_model(o->model, progress_bar);
+      auto model = load_model(o->model, progress_bar, o->load);
       if (!o->dump_dir.empty()) trace_set_dir(o->dump_dir);
       const Buffer logits = prefill_logits(*model, ids, o->chunk);
       FILE* f = std::fopen(o->out.c_str(), "wb");

@@ -37,4 +37,11 @@ void progress_bar(int done, int total) {
   std::fflush(stderr);
 }
 
+void add_load_options(CLI::App* c, LoadOptions* o) {
+  c->add_option("--lightning-block", o->lightning_block,
+                "Lightning attention: chunk length of the blockwise prefill (default: the config's "
+                "block, 256). Changes rounding only")
+      ->check(CLI::Range(1, 1 << 16));
+}
+
 }  // namespace mmx::cli

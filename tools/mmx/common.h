@@ -7,12 +7,17 @@
 #include <string>
 #include <vector>
 
+#include "model/model.h"
+
 namespace mmx::cli {
 
 // "1,2,3" -> {1,2,3}; throws mmx::Error with the offending item on bad input.
 std::vector<int32_t> parse_ids(const std::string& s);
 // A progress bar on stderr for layer loading: [#####     ] 31/62 layers.
 void progress_bar(int done, int total);
+
+// Adds the model-loading options (--lightning-block) to a subcommand.
+void add_load_options(CLI::App* c, LoadOptions* o);
 
 // Each subcommand registers itself: adds its options to `app` and returns the action to run.
 using Action = std::function<void()>;

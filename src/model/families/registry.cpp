@@ -12,13 +12,14 @@ void validate_token_ids(const Tensor& tokens, int64_t vocab_size) {
       fail("token id {} at index {} is outside the vocabulary [0, {})", p[i], i, vocab_size);
 }
 
-std::unique_ptr<Model> load_model(const std::string& dir, void (*progress)(int, int)) {
+std::unique_ptr<Model> load_model(const std::string& dir, void (*progress)(int, int),
+                                  const LoadOptions& opts) {
   ModelConfig cfg = load_config(dir);
+  if (opts.lightning_block > 0) cfg.lightning_block = opts.lightning_block;
+  ModelWeights w = load_weights(dir, cfg, progress);
   switch (cfg.family) {
-    case Family::kMiniMaxM2: {
-      ModelWeights w = load_weights(dir, cfg, progress);
-      return make_minimax_m2(std::move(cfg), std::move(w));
-    }
+    case Family::kMiniMaxM2: return make_minimax_m2(std::move(cfg), std::move(w));
+    case Family::kMiniMaxText01: return make_minimax_text01(std::move(cfg), std::move(w));
   }
   fail("unsupported model family");
 }

@@ -19,7 +19,8 @@ void moe(const Tensor& x, const MoeWeights& w, const MoeParams& p, int il, Scrat
   ops::matmul(x, w.gate, logits);
   Tensor ids = s.i32(kIds, {n, k});                 // [n, k] expert ids
   Tensor weights = s.f32(kWeights, {n, k});         // [n, k] renormalised unbiased probabilities
-  ops::moe_route_sigmoid(logits, w.bias, k, ids, weights);
+  if (p.router == RouterKind::kSoftmax) ops::moe_route_softmax(logits, k, ids, weights);
+  else ops::moe_route_sigmoid(logits, w.bias, k, ids, weights);
   trace(logits, "router_logits", il);
   trace(weights, "router_weights", il);
 

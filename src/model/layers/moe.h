@@ -1,5 +1,5 @@
-// Routed mixture of experts with a sigmoid router and selection-only bias (MiniMax-M2):
-// router matmul (F32 weights) -> ops::moe_route_sigmoid -> per-expert batched SiLU-GLU FFN ->
+// Routed mixture of experts: router matmul (F32 weights) -> ops::moe_route_sigmoid (M2: sigmoid,
+// selection-only bias) or ops::moe_route_softmax (Text-01/M1) -> per-expert batched SiLU-GLU FFN ->
 // weighted scatter-add. Tokens are grouped by expert so each expert's weights stream once per
 // forward, whatever the number of tokens routed to it.
 #pragma once
@@ -13,6 +13,7 @@ struct MoeParams {
   int n_experts = 0, n_experts_active = 0;
   int64_t ffn_dim = 0;
   float routed_scaling_factor = 1.0f;
+  RouterKind router = RouterKind::kSigmoidBias;
 };
 
 // x: [n_tokens, d_model] normed input; out: [n_tokens, d_model] (overwritten).

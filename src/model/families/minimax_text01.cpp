@@ -1,0 +1,137 @@
+// MiniMax-Text-01 and MiniMax-M1 (spec §3): lightning + softmax hybrid, post-norm α/β residual,
+// softmax top-2 MoE. Per layer, with n1/n2 the normed sub-layer inputs:
+//   a = Attn_L(n1)          lightning (state per sequence) or softmax GQA (KV cache)
+//   x = α·n1 + β·a          (postnorm: the normed value is carried; else α·x + β·a)
+//   x = α·n2 + β·MoE(n2)
+//   logits = lm_head(RMSNorm_final(x))
+// A forward is split where the cache wants a lightning-state checkpoint (memory/kv_cache.h), so
+// prefix resume and rollback land on exact states. This file composes layers and ops only.
+#include "model/families/registry.h"
+#include "model/layers/attention_lightning.h"
+#include "model/layers/attention_softmax.h"
+#include "model/layers/moe.h"
+#include "model/trace.h"
+#include "ops/ops.h"
+
+namespace mmx {
+
+namespace {
+
+enum Slot { kX = 0, kH, kBranch, kLast };
+
+class MiniMaxText01 final : public Model {
+ public:
+  MiniMaxText01(ModelConfig cfg, ModelWeights w) : cfg_(std::move(cfg)), w_(std::move(w)) {
+    attn_.n_heads = cfg_.n_heads;
+    attn_.n_kv_heads = cfg_.n_kv_heads;
+    attn_.head_dim = cfg_.head_dim;
+    attn_.rotary_dim = cfg_.rotary_dim;
+    attn_.rope_theta = cfg_.rope_theta;
+    attn_.norm_eps = cfg_.norm_eps;
+    attn_.use_qk_norm = false;
+    lin_.n_heads = cfg_.n_heads;
+    lin_.head_dim = cfg_.head_dim;
+    lin_.block = cfg_.lightning_block;
+    lin_.norm_eps = cfg_.lightning_norm_eps;
+    moe_.n_experts = cfg_.n_experts;
+    moe_.n_experts_active = cfg_.n_experts_active;
+    moe_.ffn_dim = cfg_.ffn_dim;
+    moe_.router = RouterKind::kSoftmax;
+    for (int il = 0; il < cfg_.n_layers; ++il)
+      slopes_.push_back(cfg_.layer_kinds[il] == LayerKind::kLightning
+                            ? layers::lightning_slopes(cfg_.n_heads, il, cfg_.n_layers)
+                            : Buffer());
+  }
+
+  const ModelConfig& config() const override { return cfg_; }
+
+  void forward(const ForwardBatch& batch, KvCache& kv, Tensor& logits) override {
+    const int64_t n = batch.n_tokens();
+    validate_token_ids(batch.tokens, cfg_.vocab_size);
+    if (batch.pos0 != kv.n_past())
+      fail("batch starts at position {} but the cache holds {} tokens", batch.pos0, kv.n_past());
+    if (batch.pos0 + n > kv.capacity())
+      fail("context full: {} + {} tokens exceed the cache capacity {}", batch.pos0, n, kv.capacity());
+    MMX_CHECK(logits.dim(0) == batch.n_logit_rows() && logits.dim(1) == cfg_.vocab_size,
+              "logits {}", logits.shape_str());
+    for (int64_t done = 0; done < n;) {
+      const int64_t end = std::min(n, kv.next_checkpoint(batch.pos0 + done) - batch.pos0);
+      ForwardBatch seg;
+      seg.tokens = batch.tokens.rows_range(done, end);
+      seg.positions = batch.positions.rows_range(done, end);
+      seg.pos0 = batch.pos0 + done;
+      seg.all_logits = batch.all_logits;
+      Tensor seg_logits = batch.all_logits ? logits.rows_range(done, end) : logits;
+      run(seg, kv, end == n || batch.all_logits ? &seg_logits : nullptr);
+      if (kv.checkpoint_every() > 0 && kv.n_past() % kv.checkpoint_every() == 0) kv.save_checkpoint();
+      done = end;
+    }
+  }
+
+ private:
+  // One segment; logits == nullptr: no logits wanted for it.
+  void run(const ForwardBatch& batch, KvCache& kv, Tensor* logits) {
+    const int64_t n = batch.n_tokens(), d = cfg_.d_model;
+    Tensor x = s_.f32(kX, {n, d});        // [n, d_model] residual stream
+    Tensor h = s_.f32(kH, {n, d});        // [n, d_model] normed sub-layer input
+    Tensor br = s_.f32(kBranch, {n, d});  // [n, d_model] branch output
+    ops::embedding(w_.embed, batch.tokens, x);
+    trace(x, "embed");
+    for (int il = 0; il < cfg_.n_layers; ++il) {
+      const LayerWeights& lw = w_.layers[il];
+      ops::rms_norm(x, lw.attn_norm, cfg_.norm_eps, h);
+      trace(h, "attn_norm", il);
+      const bool lightning = cfg_.layer_kinds[il] == LayerKind::kLightning;
+      if (lightning) {
+        Tensor state = kv.state(il);
+        layers::attention_lightning(h, lw.lin, slopes_[il], lin_, state, il, s_, br);
+      } else {
+        layers::attention_softmax(h, lw.attn, attn_, batch, kv, il, s_, br);
+      }
+      trace(br, "attn_out", il);
+      residual(x, h, br, lightning ? cfg_.res_lightning : cfg_.res_softmax);
+      ops::rms_norm(x, lw.ffn_norm, cfg_.norm_eps, h);
+      trace(h, "ffn_norm", il);
+      layers::moe(h, lw.moe, moe_, il, s_, br);
+      trace(br, "moe_out", il);
+      residual(x, h, br, cfg_.res_mlp);
+      trace(x, "layer_out", il);
+    }
+    kv.set_n_past(batch.pos0 + n);
+    if (logits == nullptr) return;
+
+    Tensor rows = batch.all_logits ? x : x.rows_range(n - 1, n);  // [n_logit_rows, d_model]
+    Tensor hn = s_.f32(kLast, {rows.dim(0), d});
+    ops::rms_norm(rows, w_.final_norm, cfg_.norm_eps, hn);
+    trace(hn, "final_norm");
+    ops::matmul(hn, w_.lm_head, *logits);
+    trace(*logits, "logits");
+  }
+
+  // x <- α·(postnorm ? normed : x) + β·branch. With postnorm the result is built in `normed`'s
+  // buffer and the two views swap, so no copy is made.
+  void residual(Tensor& x, Tensor& normed, const Tensor& branch, ResidualScale r) {
+    if (cfg_.postnorm) {
+      ops::scale_add(normed, r.alpha, branch, r.beta);
+      std::swap(x, normed);
+    } else {
+      ops::scale_add(x, r.alpha, branch, r.beta);
+    }
+  }
+
+  ModelConfig cfg_;
+  ModelWeights w_;
+  layers::AttentionParams attn_;
+  layers::LightningParams lin_;
+  layers::MoeParams moe_;
+  std::vector<Buffer> slopes_;  // [n_layers] of [n_heads] F32 (empty for softmax layers)
+  Scratch s_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> make_minimax_text01(ModelConfig cfg, ModelWeights weights) {
+  return std::make_unique<MiniMaxText01>(std::move(cfg), std::move(weights));
+}
+
+}  // namespace mmx

@@ -19,7 +19,8 @@
 //       O = P·V + (Q ⊙ λ^(i+1))·S_prev                                       [m × d]
 //       S = λ^m·S_prev + (K ⊙ λ^(m-1-j))ᵀ·V                                  [d × d]
 //     i.e. four small GEMMs per head and block (m×d·d×m, m×m·m×d, m×d·d×d, d×m·m×d), done by
-//     one AVX2 register-tiled micro-kernel (kTileM rows × 16 columns) on padded scratch copies.
+//     one AVX2 register-tiled micro-kernel (kTileM rows × 16 columns) on padded scratch copies
+//     whose B operands are packed in 16-column panels.
 //     Only the causal triangle of Q·Kᵀ and P·V is computed (to tile granularity).
 //
 // Decay factors are computed as exp(-s·a) in double for a >= 0 and stored as float: they lie in
@@ -46,6 +47,7 @@ namespace {
 constexpr int kTileM = 6;             // micro-kernel rows (6 × 2 vectors = 12 accumulators)
 constexpr int64_t kTileN = 16;        // micro-kernel columns (2 AVX2 vectors)
 constexpr int64_t kMaxBlock = 1024;   // longest block evaluated at once (see header)
+constexpr int64_t kPrefetch = 4;      // tokens ahead that the gather prefetches
 
 int64_t round_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
 
@@ -151,102 +153,110 @@ inline void for_row_tiles(int64_t M, F&& f) {
   }
 }
 
-// C[M × N] = beta·C + A[M × K]·B[K × N], N a multiple of 16.
-void gemm(int64_t M, int64_t N, int64_t K, const float* a, int64_t lda, const float* b, int64_t ldb,
-          float* c, int64_t ldc, float beta) {
-  for (int64_t n0 = 0; n0 < N; n0 += kTileN)
-    for_row_tiles(M, [&](auto R, int64_t i0) {
-      micro<decltype(R)::value>(K, a + i0 * lda, lda, b + n0, ldb, c + i0 * ldc + n0, ldc, beta);
-    });
-}
-
-// Per-thread scratch for one head's blockwise evaluation. Dimensions padded to 16 columns with
-// zeros, so the micro-kernel never needs a column tail:
-//   dp = round_up(d, 16), mb = block length (<= kMaxBlock), mp = round_up(mb, 16).
+// Per-thread scratch for one head's blockwise evaluation, dp = round_up(d, 16),
+// mb = block length (<= kMaxBlock), mp = round_up(mb, 16). Everything the micro-kernel reads as
+// its B operand is stored as column panels of 16: panel p = columns [16p, 16p + 16) as
+// [rows][16] contiguous, so a panel streams sequentially (a row-major [·, 128] operand would
+// walk 512-byte strides that alias to a few L1 sets). Padding rows/columns are zero.
 struct BlockScratch {
-  float* q;    // [mb, dp]   Q, then Q ⊙ λ^(i+1)
-  float* kt;   // [dp, mp]   Kᵀ, then (K ⊙ λ^(m-1-j))ᵀ
-  float* v;    // [mb, dp]   V
-  float* p;    // [mb, mp]   (Q·Kᵀ) ⊙ M
-  float* o;    // [mb, dp]   output rows
-  float* s;    // [dp, dp]   the state
-  float* dec;  // [mb + 1]   λ^a, a = 0..m
+  float* q;    // [mb, dp]                Q, then Q ⊙ λ^(i+1)                  (A operand)
+  float* kp;   // [mp/16 panels][dp][16]  Kᵀ (B of Q·Kᵀ)
+  float* kdt;  // [dp, mp]                (K ⊙ λ^(m-1-j))ᵀ                     (A operand)
+  float* vp;   // [dp/16 panels][mb][16]  V (B of P·V and of the state update)
+  float* p;    // [mb, mp]                (Q·Kᵀ) ⊙ M                           (A operand)
+  float* o;    // [mb, dp]                output rows
+  float* sp;   // [dp/16 panels][dp][16]  the state (B of the inter term; C of its update)
+  float* dec;  // [mb + 1]                λ^a, a = 0..m
 
   static size_t floats(int64_t mb, int64_t dp) {
     const int64_t mp = round_up(mb, kTileN);
-    return size_t(3 * mb * dp + dp * mp + mb * mp + dp * dp + round_up(mb + 1, kTileN));
+    return size_t(3 * mb * dp + 2 * dp * mp + mb * mp + dp * dp + round_up(mb + 1, kTileN));
   }
   BlockScratch(float* base, int64_t mb, int64_t dp) {
     const int64_t mp = round_up(mb, kTileN);
     q = base;
-    kt = q + mb * dp;
-    v = kt + dp * mp;
-    p = v + mb * dp;
+    kp = q + mb * dp;
+    kdt = kp + dp * mp;
+    vp = kdt + dp * mp;
+    p = vp + mb * dp;
     o = p + mb * mp;
-    s = o + mb * dp;
-    dec = s + dp * dp;
+    sp = o + mb * dp;
+    dec = sp + dp * dp;
   }
 };
 
-// One block of m tokens of head h starting at token t0: reads qkv rows, updates bs.s, writes out.
-//   qkv: [n, n_heads, 3, d]; out: [n, n_heads, d].
+// Element (row, col) of a panel-stored matrix with `rows` rows.
+inline int64_t panel_at(int64_t rows, int64_t row, int64_t col) {
+  return (col / kTileN) * rows * kTileN + row * kTileN + col % kTileN;
+}
+
+// One block of m tokens of head h starting at token t0: reads qkv rows, updates bs.sp, writes
+// out.  qkv: [n, n_heads, 3, d]; out: [n, n_heads, d]; mb: the scratch's block capacity.
 void prefill_block(const float* qkv, float* out, int64_t n_heads, int64_t d, int64_t h, int64_t t0,
-                   int64_t m, double slope, BlockScratch& bs) {
+                   int64_t m, int64_t mb, double slope, BlockScratch& bs) {
   const int64_t dp = round_up(d, kTileN), mp = round_up(m, kTileN);
 
-  // Gather the block's rows into padded scratch: Q, V [m, dp]; Kᵀ [dp, mp] (zero padding).
-  for (int64_t c = d; c < dp; ++c) std::fill(bs.kt + c * mp, bs.kt + (c + 1) * mp, 0.0f);
+  // Gather the block's rows: Q [m, dp] row-major, Kᵀ and V into panels (zero padding; K panels
+  // also zero for the key columns m..mp-1, whose scores the mask discards).
+  std::fill(bs.kp, bs.kp + dp * mp, 0.0f);
   for (int64_t i = 0; i < m; ++i) {
     const float* src = qkv + ((t0 + i) * n_heads + h) * 3 * d;  // q, then k, then v
+    // This head's rows are n_heads·3·d floats apart, too far for the hardware prefetcher.
+    if (i + kPrefetch < m)
+      for (int64_t c = 0; c < 3 * d; c += 16)
+        _mm_prefetch(reinterpret_cast<const char*>(src + kPrefetch * n_heads * 3 * d + c), _MM_HINT_T0);
     float* qi = bs.q + i * dp;
-    float* vi = bs.v + i * dp;
     std::copy(src, src + d, qi);
     std::fill(qi + d, qi + dp, 0.0f);
-    for (int64_t c = 0; c < d; ++c) bs.kt[c * mp + i] = src[d + c];
-    std::copy(src + 2 * d, src + 3 * d, vi);
-    std::fill(vi + d, vi + dp, 0.0f);
+    for (int64_t c = 0; c < d; ++c) bs.kp[panel_at(dp, c, i)] = src[d + c];
+    for (int64_t c = 0; c < dp; ++c) bs.vp[panel_at(mb, i, c)] = c < d ? src[2 * d + c] : 0.0f;
   }
-  for (int64_t c = 0; c < d; ++c) std::fill(bs.kt + c * mp + m, bs.kt + (c + 1) * mp, 0.0f);
 
   // λ^a = exp(-s·a), a = 0..m, in double, stored as float (<= 1; may underflow to 0).
   for (int64_t a = 0; a <= m; ++a) bs.dec[a] = float(std::exp(-slope * double(a)));
   const float* dec = bs.dec;
 
-  // Intra, step 1: P = (Q·Kᵀ) ⊙ M over the causal triangle. Row tile [i0, i0 + R) needs the
-  // columns j < i0 + R; P[i][j] for j > i (up to the tile's padded width) is set to 0.
-  for_row_tiles(m, [&](auto R, int64_t i0) {
-    constexpr int r = decltype(R)::value;
-    const int64_t n_cols = round_up(std::min(i0 + r, m), kTileN);
-    for (int64_t n0 = 0; n0 < n_cols; n0 += kTileN)
-      micro<r>(dp, bs.q + i0 * dp, dp, bs.kt + n0, mp, bs.p + i0 * mp + n0, mp, 0.0f);
-    for (int64_t i = i0; i < i0 + r; ++i) {
-      float* pi = bs.p + i * mp;
-      for (int64_t j = 0; j <= i; ++j) pi[j] *= dec[i - j];
-      std::fill(pi + i + 1, pi + n_cols, 0.0f);
-    }
-  });
+  // Intra, step 1: P = (Q·Kᵀ) ⊙ M over the causal triangle. Panel-major (one 16-key panel of
+  // Kᵀ stays in L1 while the row tiles that need it pass): row tile [i0, i0 + R) needs the keys
+  // j < i0 + R, so panel n0 is computed for the tiles with i0 + R > n0.
+  for (int64_t n0 = 0; n0 < mp; n0 += kTileN)
+    for_row_tiles(m, [&](auto R, int64_t i0) {
+      constexpr int r = decltype(R)::value;
+      if (i0 + r > n0)
+        micro<r>(dp, bs.q + i0 * dp, dp, bs.kp + n0 * dp, kTileN, bs.p + i0 * mp + n0, mp, 0.0f);
+    });
+  // Decay mask: P[i][j] *= λ^(i-j) for j <= i; 0 for the keys i < j < end of i's row tile,
+  // which the tile's P·V below reads.
+  for (int64_t i = 0; i < m; ++i) {
+    float* pi = bs.p + i * mp;
+    for (int64_t j = 0; j <= i; ++j) pi[j] *= dec[i - j];
+    std::fill(pi + i + 1, pi + std::min(i / kTileM * kTileM + kTileM, m), 0.0f);
+  }
 
-  // Q ⊙ λ^(i+1) (inter-block query) and (K ⊙ λ^(m-1-j))ᵀ (state update keys), in place.
+  // Q ⊙ λ^(i+1) (inter-block query) in place; (K ⊙ λ^(m-1-j))ᵀ (state-update keys) row-major.
   for (int64_t i = 0; i < m; ++i) {
     const float f = dec[i + 1];
     for (int64_t c = 0; c < d; ++c) bs.q[i * dp + c] *= f;
   }
-  for (int64_t c = 0; c < d; ++c)
-    for (int64_t j = 0; j < m; ++j) bs.kt[c * mp + j] *= dec[m - 1 - j];
+  for (int64_t c = 0; c < dp; ++c)
+    for (int64_t j = 0; j < m; ++j) bs.kdt[c * mp + j] = bs.kp[panel_at(dp, c, j)] * dec[m - 1 - j];
 
-  // O = P·V (row tile [i0, i0 + R) reads keys j < i0 + R) + (Q ⊙ λ^(i+1))·S_prev.
-  for_row_tiles(m, [&](auto R, int64_t i0) {
-    constexpr int r = decltype(R)::value;
-    const int64_t n_keys = std::min(i0 + r, m);
-    for (int64_t n0 = 0; n0 < dp; n0 += kTileN) {
+  // O = P·V (row tile [i0, i0 + R) reads keys j < i0 + R) + (Q ⊙ λ^(i+1))·S_prev, panel-major:
+  // the 16-column panels of V and S (24 KiB for d = 128, block 256) stay in L1 over the rows.
+  for (int64_t n0 = 0; n0 < dp; n0 += kTileN)
+    for_row_tiles(m, [&](auto R, int64_t i0) {
+      constexpr int r = decltype(R)::value;
       float* c = bs.o + i0 * dp + n0;
-      micro<r>(n_keys, bs.p + i0 * mp, mp, bs.v + n0, dp, c, dp, 0.0f);
-      micro<r>(dp, bs.q + i0 * dp, dp, bs.s + n0, dp, c, dp, 1.0f);
-    }
-  });
+      micro<r>(std::min(i0 + r, m), bs.p + i0 * mp, mp, bs.vp + n0 * mb, kTileN, c, dp, 0.0f);
+      micro<r>(dp, bs.q + i0 * dp, dp, bs.sp + n0 * dp, kTileN, c, dp, 1.0f);
+    });
 
-  // S = λ^m·S_prev + (K ⊙ λ^(m-1-j))ᵀ·V.   [dp × m]·[m × dp]
-  gemm(dp, dp, m, bs.kt, mp, bs.v, dp, bs.s, dp, dec[m]);
+  // S = λ^m·S_prev + (K ⊙ λ^(m-1-j))ᵀ·V, panel by panel.   [dp × m]·[m × 16] per panel
+  for (int64_t n0 = 0; n0 < dp; n0 += kTileN)
+    for_row_tiles(dp, [&](auto R, int64_t i0) {
+      micro<decltype(R)::value>(m, bs.kdt + i0 * mp, mp, bs.vp + n0 * mb, kTileN,
+                                bs.sp + n0 * dp + i0 * kTileN, kTileN, dec[m]);
+    });
 
   for (int64_t i = 0; i < m; ++i)
     std::copy(bs.o + i * dp, bs.o + i * dp + d, out + ((t0 + i) * n_heads + h) * d);
@@ -279,14 +289,15 @@ void lightning_attention(const Tensor& qkv, const Tensor& slopes, int block, Ten
 #pragma omp parallel for schedule(static) num_threads(threads())
   for (int64_t h = 0; h < n_heads; ++h) {
     BlockScratch bs(scratch(0, BlockScratch::floats(mb, dp)), mb, dp);
-    // The state in padded form [dp, dp] (zero padding) for the whole sequence of blocks.
+    // The state in panel form (zero padding) for the whole sequence of blocks.
     float* sh = state.f32() + h * d * d;
     for (int64_t i = 0; i < dp; ++i)
-      for (int64_t j = 0; j < dp; ++j) bs.s[i * dp + j] = (i < d && j < d) ? sh[i * d + j] : 0.0f;
+      for (int64_t j = 0; j < dp; ++j) bs.sp[panel_at(dp, i, j)] = (i < d && j < d) ? sh[i * d + j] : 0.0f;
     const double slope = double(slopes.f32()[h]);
     for (int64_t t0 = 0; t0 < n; t0 += mb)
-      prefill_block(x, y, n_heads, d, h, t0, std::min(mb, n - t0), slope, bs);
-    for (int64_t i = 0; i < d; ++i) std::copy(bs.s + i * dp, bs.s + i * dp + d, sh + i * d);
+      prefill_block(x, y, n_heads, d, h, t0, std::min(mb, n - t0), mb, slope, bs);
+    for (int64_t i = 0; i < d; ++i)
+      for (int64_t j = 0; j < d; ++j) sh[i * d + j] = bs.sp[panel_at(dp, i, j)];
   }
 }
 

@@ -1,4 +1,4 @@
-// Seeded tiny MiniMax-M2 checkpoints: config.json + model.safetensors in the HF layout.
+// Seeded tiny MiniMax-M2 / Text-01 / M1 checkpoints: config.json + model.safetensors in the HF layout.
 #include "model/tiny.h"
 
 #include <fmt/format.h>
@@ -109,10 +109,156 @@ void write_text(const std::filesystem::path& p, const std::string& s) {
   if (!f) fail("error writing {}", p.string());
 }
 
+// MiniMax-Text-01 / M1 (spec §3.1 keys, §3.2 tensors): lightning layers (fused per-head
+// interleaved qkv_proj, output_gate, norm, out_proj) and softmax layers (q/k/v/o_proj) mixed by
+// attn_type_list; softmax-routed MoE without a shared expert; post-norm α/β residual.
+void write_tiny_text01(const TinyOptions& o) {
+  if (o.dtype == "fp8")
+    fail("make-tiny: --dtype fp8 is not a {} format (Text-01 / M1 ship BF16); use f32, f16 or bf16",
+         o.arch);
+  if (o.dtype != "f32" && o.dtype != "f16" && o.dtype != "bf16")
+    fail("make-tiny: unknown --dtype \"{}\" (supported for {}: f32, f16, bf16)", o.dtype, o.arch);
+  if (o.n_heads <= 0 || (o.n_heads & (o.n_heads - 1)) != 0)
+    fail("make-tiny: {} needs a power-of-two head count (lightning slopes, spec §3.5/§8), got {}",
+         o.arch, o.n_heads);
+  if (o.n_kv_heads <= 0 || o.n_heads % o.n_kv_heads != 0 || o.rotary_dim > o.head_dim ||
+      o.rotary_dim % 2 != 0 || o.n_experts_active > o.n_experts || o.full_attn_interval < 1)
+    fail("make-tiny: inconsistent shape options (heads % kv-heads, rotary <= head_dim and even, "
+         "top-k <= experts, full-attention interval >= 1)");
+  if (o.vocab_size < 300) fail("make-tiny: vocab_size must be >= 300 (256 bytes + specials + merges)");
+  const TinyTokenizer tok = build_tiny_tokenizer(o.vocab_size);
+
+  const int64_t d = o.d_model, qd = int64_t(o.n_heads) * o.head_dim,
+                kvd = int64_t(o.n_kv_heads) * o.head_dim, f = o.ffn_dim, V = o.vocab_size;
+  std::vector<int> attn_type(o.n_layers);  // 0 = lightning, 1 = softmax
+  for (int il = 0; il < o.n_layers; ++il) attn_type[il] = (il + 1) % o.full_attn_interval == 0;
+
+  Gen g{std::mt19937_64(o.seed)};
+  g.synthetic = o.synthetic;
+  g.state += o.seed * 0x9E3779B97F4A7C15ull;
+  SafetensorsWriter w;
+  w.set_metadata("format", "pt");
+  // N(0, gain^2 / cols): unit-variance outputs for unit-RMS inputs.
+  auto linear = [&](const std::string& name, int64_t rows, int64_t cols, float gain_ = 1.0f) {
+    add_float(w, name, {rows, cols}, g.normal(rows * cols, 0.0f, gain_ / std::sqrt(float(cols))),
+              o.dtype);
+  };
+  auto gain = [&](const std::string& name, int64_t n) {
+    add_float(w, name, {n}, g.normal(n, 1.0f, 0.1f), o.dtype);
+  };
+
+  add_float(w, "model.embed_tokens.weight", {V, d}, g.normal(V * d, 0.0f, 1.0f), o.dtype);
+  for (int il = 0; il < o.n_layers; ++il) {
+    const std::string p = fmt::format("model.layers.{}.", il);
+    gain(p + "input_layernorm.weight", d);
+    gain(p + "post_attention_layernorm.weight", d);
+    if (attn_type[il] == 0) {
+      // qkv gain 0.75: silu(q)·silu(k) has a positive mean, so the undecayed heads of the late
+      // layers grow ~linearly with context; at 0.75 the pre-norm output stays within ~1..30 RMS
+      // over 96 tokens (the joint inner RMSNorm then brings it back to 1) and greedy decoding of
+      // the tiny model does not collapse onto one token (checked with reference/minimax_text01.py).
+      linear(p + "self_attn.qkv_proj.weight", 3 * qd, d, 0.75f);
+      linear(p + "self_attn.output_gate.weight", qd, d);
+      gain(p + "self_attn.norm.weight", qd);
+      linear(p + "self_attn.out_proj.weight", d, qd);
+    } else {
+      linear(p + "self_attn.q_proj.weight", qd, d);
+      linear(p + "self_attn.k_proj.weight", kvd, d);
+      linear(p + "self_attn.v_proj.weight", kvd, d);
+      linear(p + "self_attn.o_proj.weight", d, qd);
+    }
+    const std::string mp = p + "block_sparse_moe.";
+    linear(mp + "gate.weight", o.n_experts, d);  // the router is BF16 in the real checkpoint too
+    for (int e = 0; e < o.n_experts; ++e) {
+      const std::string ep = fmt::format("{}experts.{}.", mp, e);
+      linear(ep + "w1.weight", f, d);
+      linear(ep + "w2.weight", d, f);
+      linear(ep + "w3.weight", f, d);
+    }
+  }
+  gain("model.norm.weight", d);
+  linear("lm_head.weight", V, d);
+
+  const std::filesystem::path dir(o.out_dir);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) fail("make-tiny: cannot create {}: {}", o.out_dir, ec.message());
+  w.write((dir / "model.safetensors").string());
+
+  const bool m1 = o.arch == "minimax_m1";
+  const double alpha = std::pow(2.0 * o.n_layers, 0.25);  // DeepNorm-style, as (2·80)^(1/4) in §3.1
+  json cfg = {
+      {"architectures", {m1 ? "MiniMaxM1ForCausalLM" : "MiniMaxText01ForCausalLM"}},
+      {"model_type", m1 ? "minimax_m1" : "minimax_text_01"},
+      {"hidden_size", d},
+      {"num_hidden_layers", o.n_layers},
+      {"num_attention_heads", o.n_heads},
+      {"num_key_value_heads", o.n_kv_heads},
+      {"head_dim", o.head_dim},
+      {"rotary_dim", o.rotary_dim},
+      {"rope_theta", 10000000.0},
+      {"max_position_embeddings", o.max_position},
+      {"intermediate_size", f},
+      {"num_local_experts", o.n_experts},
+      {"num_experts_per_tok", o.n_experts_active},
+      {"shared_intermediate_size", 0},
+      {"shared_moe_mode", "sigmoid"},
+      {"hidden_act", "silu"},
+      {"rms_norm_eps", 1e-5},
+      {"vocab_size", V},
+      {"tie_word_embeddings", false},
+      {"sliding_window", nullptr},
+      {"bos_token_id", tok.bos_id},
+      {"eos_token_id", tok.eos_id},
+      {"torch_dtype", o.dtype == "f32" ? "float32" : o.dtype == "f16" ? "float16" : "bfloat16"},
+  };
+  if (o.hf_keys) {
+    std::vector<std::string> types;
+    for (int t : attn_type) types.push_back(t ? "full_attention" : "linear_attention");
+    cfg["layer_types"] = types;
+    for (const char* k : {"full_attn", "linear_attn", "mlp"}) {
+      cfg[fmt::format("{}_alpha_factor", k)] = alpha;
+      cfg[fmt::format("{}_beta_factor", k)] = 1.0;
+    }
+  } else {
+    cfg["attn_type_list"] = attn_type;
+    for (const char* k : {"full_attention", "linear_attention", "mlp"}) {
+      const std::string n = std::string(k) == "mlp" ? "layernorm_mlp" : fmt::format("layernorm_{}", k);
+      cfg[n + "_alpha"] = alpha;
+      cfg[n + "_beta"] = 1.0;
+    }
+    cfg["postnorm"] = true;
+  }
+  write_text(dir / "config.json", cfg.dump(2) + "\n");
+  const json gen = {{"bos_token_id", tok.bos_id}, {"eos_token_id", tok.eos_id},
+                    {"temperature", 1.0}, {"top_p", 0.95}};
+  write_text(dir / "generation_config.json", gen.dump(2) + "\n");
+  write_text(dir / "tokenizer.json", tok.tokenizer_json + "\n");
+  write_text(dir / "tokenizer_config.json", tok.tokenizer_config_json + "\n");
+}
+
 }  // namespace
 
+bool tiny_is_text01(const std::string& arch) {
+  return arch == "minimax_text01" || arch == "minimax_m1";
+}
+
+TinyOptions tiny_defaults(const std::string& arch) {
+  TinyOptions t;
+  t.arch = arch;
+  if (arch == "minimax_m2") return t;
+  if (!tiny_is_text01(arch))
+    fail("make-tiny: unknown --arch \"{}\" (supported: minimax_m2, minimax_text01, minimax_m1)", arch);
+  t.n_layers = 8, t.d_model = 64, t.n_heads = 4, t.n_kv_heads = 2, t.head_dim = 16;
+  t.rotary_dim = 8, t.ffn_dim = 32, t.n_experts = 8, t.n_experts_active = 2, t.vocab_size = 512;
+  t.full_attn_interval = 4;
+  return t;
+}
+
 void write_tiny_checkpoint(const TinyOptions& o) {
-  if (o.arch != "minimax_m2") fail("make-tiny: unknown --arch \"{}\" (supported: minimax_m2)", o.arch);
+  if (tiny_is_text01(o.arch)) return write_tiny_text01(o);
+  if (o.arch != "minimax_m2")
+    fail("make-tiny: unknown --arch \"{}\" (supported: minimax_m2, minimax_text01, minimax_m1)", o.arch);
   if (o.dtype != "f32" && o.dtype != "f16" && o.dtype != "bf16" && o.dtype != "fp8")
     fail("make-tiny: unknown --dtype \"{}\" (supported: f32, f16, bf16, fp8)", o.dtype);
   if (o.fp8_block <= 0) fail("make-tiny: --fp8-block must be positive");

@@ -1,7 +1,8 @@
 // Seeded tiny checkpoints in the real Hugging Face layout (`mmx make-tiny`).
 //
-// Real key names, tensor names and dtypes (spec §4.1/§4.3), small sizes. Used as the embedded
-// default model of `make run` and by every model test (fresh checkpoints, never stale goldens).
+// Real key names, tensor names and dtypes (spec §4.1/§4.3 for minimax_m2, §3.1/§3.2 for
+// minimax_text01 / minimax_m1), small sizes. Used as the embedded default model of `make run` and
+// by every model test (fresh checkpoints, never stale goldens).
 #pragma once
 
 #include <cstdint>
@@ -9,8 +10,9 @@
 
 namespace mmx {
 
+// The defaults are the M2 tiny shape; tiny_defaults("minimax_text01") gives the Text-01 / M1 one.
 struct TinyOptions {
-  std::string arch = "minimax_m2";
+  std::string arch = "minimax_m2";  // minimax_m2 | minimax_text01 | minimax_m1
   std::string out_dir;
   std::string dtype = "f32";  // f32 | f16 | bf16 | fp8
   uint64_t seed = 0;
@@ -27,7 +29,19 @@ struct TinyOptions {
   int vocab_size = 512;
   int max_position = 4096;
   bool synthetic = false;  // fast approximate random values (benchmark-sized checkpoints)
+  // Text-01 / M1 only:
+  int full_attn_interval = 4;  // attn_type_list[i] = ((i + 1) % interval == 0): softmax, else lightning
+  bool hf_keys = false;        // transformers -hf spelling (layer_types, *_alpha_factor) instead of
+                               // the original keys (attn_type_list, layernorm_*_alpha, postnorm)
 };
+
+// The default tiny shape of a family: minimax_m2 -> TinyOptions{}; minimax_text01 / minimax_m1 ->
+// 8 layers (softmax at 3 and 7), hidden 64, 4 heads / 2 kv heads of 16, rotary 8, 8 experts of 32,
+// top-2, vocab 512. Throws mmx::Error for an unknown arch.
+TinyOptions tiny_defaults(const std::string& arch);
+
+// True for the lightning-hybrid archs ("minimax_text01", "minimax_m1").
+bool tiny_is_text01(const std::string& arch);
 
 // Writes config.json, generation_config.json, model.safetensors, tokenizer.json and
 // tokenizer_config.json into opt.out_dir (created if missing). Throws mmx::Error.

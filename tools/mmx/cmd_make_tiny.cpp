@@ -9,7 +9,10 @@ namespace mmx::cli {
 void add_make_tiny(CLI::App& app, Action& action) {
   auto o = std::make_shared<TinyOptions>();
   CLI::App* c = app.add_subcommand("make-tiny", "Write a seeded tiny random checkpoint (HF layout, real tensor names)");
-  c->add_option("--arch", o->arch, "Model family: minimax_m2");
+  c->add_option("--arch", o->arch,
+                 "Model family: minimax_m2 (default), minimax_text01 or minimax_m1 (lightning hybrid; "
+                 "tiny defaults 8 layers with softmax at 3 and 7, 4 heads, f32/f16/bf16 only)")
+      ->check(CLI::IsMember({"minimax_m2", "minimax_text01", "minimax_m1"}));
   c->add_option("-o,--out", o->out_dir, "Output directory")->required();
   c->add_option("--dtype", o->dtype, "Weight dtype: f32, f16, bf16 or fp8 (e4m3 + block scales)")
       ->check(CLI::IsMember({"f32", "f16", "bf16", "fp8"}));
@@ -29,11 +32,30 @@ void add_make_tiny(CLI::App& app, Action& action) {
   c->add_option("--max-pos", o->max_position, "max_position_embeddings")->check(CLI::Range(16, 1 << 24));
   c->add_flag("--synthetic", o->synthetic,
               "Fast approximate random values (for benchmark-sized checkpoints; not for numerics tests)");
+  c->add_flag("--hf-keys", o->hf_keys,
+              "minimax_text01/minimax_m1: write the transformers -hf config spelling (layer_types, "
+              "*_alpha_factor/*_beta_factor) instead of attn_type_list/layernorm_*_alpha/postnorm");
   auto m2_slice = std::make_shared<bool>(false);
   c->add_flag("--m2-slice", *m2_slice,
               "Real MiniMax-M2 widths (hidden 3072, 48/8 heads, 256 experts x 1536, top-8, vocab 200064), "
               "fp8 128x128 with synthetic values, 2 layers unless --layers is given (~3.6 GB a layer)");
   c->callback([o, m2_slice, c, &action] {
+    if (tiny_is_text01(o->arch)) {
+      // The family's tiny shape, except for what was given on the command line.
+      const TinyOptions d = tiny_defaults(o->arch);
+      const std::pair<const char*, int TinyOptions::*> shape[] = {
+          {"--layers", &TinyOptions::n_layers},     {"--experts", &TinyOptions::n_experts},
+          {"--top-k", &TinyOptions::n_experts_active}, {"--vocab", &TinyOptions::vocab_size},
+          {"--hidden", &TinyOptions::d_model},      {"--heads", &TinyOptions::n_heads},
+          {"--kv-heads", &TinyOptions::n_kv_heads}, {"--head-dim", &TinyOptions::head_dim},
+          {"--rotary-dim", &TinyOptions::rotary_dim}, {"--ffn", &TinyOptions::ffn_dim},
+          {"--max-pos", &TinyOptions::max_position}};
+      for (const auto& [flag, field] : shape)
+        if (!c->count(flag)) (*o).*field = d.*field;
+      if (*m2_slice) throw CLI::ValidationError("--m2-slice", "only for --arch minimax_m2");
+    } else if (o->hf_keys) {
+      throw CLI::ValidationError("--hf-keys", "only for --arch minimax_text01 / minimax_m1");
+    }
     if (*m2_slice) {
       const int layers = c->count("--layers") ? o->n_layers : 2;
       TinyOptions& t = *o;

@@ -37,3 +37,8 @@ $MMX bench model -m models/m2-slice -p 512 -n 16 -r 3 --no-peak
 echo
 echo "== tokenizer encode, single thread: minimax.cpp vs HF tokenizers (same corpus, same run)"
 BUILD=$BUILD bash bench/tokenizer/run.sh 2 "$REPS"
+
+# ---- MSA ops (bench/msa) ----
+echo
+echo "== MSA (M3 sparse attention core): decode / chunked prefill vs dense paged attention, indexer recall"
+$BUILD/bench/msa/msa_bench "$REPS"

@@ -14,6 +14,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstring>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -99,6 +101,9 @@ void expect_contract(const Tensor& sel, const std::vector<int32_t>& pos, int64_t
     }
 }
 
+// Rows compared / rows where fast and ref differ (near-ties), over the whole test binary.
+int64_t g_rows_compared = 0, g_rows_swapped = 0;
+
 // Fast selection vs ref: identical, except swaps across the cutoff between blocks whose fp64
 // scores are within tol of it.
 void expect_selection_matches(const Tensor& iq, const Paged& s, const std::vector<int32_t>& pos,
@@ -110,7 +115,9 @@ void expect_selection_matches(const Tensor& iq, const Paged& s, const std::vecto
   for (int64_t g = 0; g < G; ++g)
     for (int64_t i = 0; i < n_q; ++i) {
       const std::vector<int32_t> f = row_of(fast, g, i), r = row_of(ref, g, i);
+      ++g_rows_compared;
       if (f == r) continue;
+      ++g_rows_swapped;
       SCOPED_TRACE(fmt::format("g={} i={} p={} K={}", g, i, pos[size_t(i)], K));
       ASSERT_EQ(f.size(), r.size());
       ASSERT_EQ(f.back(), r.back());
@@ -363,6 +370,8 @@ TEST(MsaSelect, FastVsRefGrid) {
             }
       }
     }
+  std::printf("selection rows compared: %lld, differing from ref by a near-tie swap: %lld\n",
+              (long long)g_rows_compared, (long long)g_rows_swapped);
 }
 
 TEST(MsaSelect, M3Shapes) {

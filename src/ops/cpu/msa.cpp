@@ -46,7 +46,10 @@ namespace {
 constexpr int64_t kQueryChunk = 64;  // queries whose block scores are held at once
 constexpr int64_t kRowTile = 8;      // (query, index head) rows per scoring task
 constexpr int64_t kBlockChunk = 16;  // blocks per scoring task
-constexpr int64_t kKeyBlock = 64;    // keys per P·V block
+// Keys per P·V block. A KV head's rows sit n_kv_heads·head_dim floats apart (2 KiB for M3), so
+// the same 64-byte column chunk of many rows maps to only two L1 sets: 8 rows × 8 chunks spread
+// over 16 sets, 4 lines each (measured: 8 keys ~1.8x faster than 64 for 2048 keys).
+constexpr int64_t kKeyBlock = 8;
 constexpr int kPvHeads = 6;          // heads per P·V tile
 
 // [Σ a0, Σ a1, Σ a2, Σ a3] (each the same hadd tree, so a dot's bits do not depend on its slot).
@@ -266,7 +269,10 @@ void pv_heads(const float* const* p, const float* const* vr, int64_t t0, int64_t
 // writes o[0, nh) (rows of d, contiguous).
 void attend(const float* q, int64_t nh, const float* const* kr, const float* const* vr, int64_t n,
             int64_t d, float scale, float* o) {
-  float* scores = scratch(0, size_t(nh * n));  // [nh][n]
+  // [nh][ns]: rows padded to an odd number of 64-byte lines, so the nh rows do not all map to
+  // the same L1 sets (a row stride of a multiple of 4 KiB would, for n = 2048).
+  const int64_t ns = (n + 15) / 16 * 16 + ((n + 15) / 16 % 2 == 0 ? 16 : 0);
+  float* scores = scratch(0, size_t(nh * ns));
   float* inv_sum = scratch(1, size_t(nh));
   const __m128 sc = _mm_set1_ps(scale);
   // 1. scores
@@ -277,11 +283,11 @@ void attend(const float* q, int64_t nh, const float* const* kr, const float* con
     auto put = [&](int64_t h, __m128 v) {
       v = _mm_mul_ps(v, sc);
       if (full) {
-        _mm_storeu_ps(scores + h * n + t0, v);
+        _mm_storeu_ps(scores + h * ns + t0, v);
       } else {
         alignas(16) float t[4];
         _mm_store_ps(t, v);
-        for (int64_t u = 0; t0 + u < n; ++u) scores[h * n + t0 + u] = t[u];
+        for (int64_t u = 0; t0 + u < n; ++u) scores[h * ns + t0 + u] = t[u];
       }
     };
     int64_t h = 0;
@@ -300,7 +306,7 @@ void attend(const float* q, int64_t nh, const float* const* kr, const float* con
     }
   }
   // 2. softmax
-  for (int64_t h = 0; h < nh; ++h) inv_sum[h] = softmax_inplace(scores + h * n, n);
+  for (int64_t h = 0; h < nh; ++h) inv_sum[h] = softmax_inplace(scores + h * ns, n);
   // 3. P·V
   for (int64_t t0 = 0; t0 < n; t0 += kKeyBlock) {
     const int64_t t1 = std::min(n, t0 + kKeyBlock);
@@ -309,7 +315,7 @@ void attend(const float* q, int64_t nh, const float* const* kr, const float* con
       const float* p[kPvHeads];
       float* om[kPvHeads];
       for (int m = 0; m < mr; ++m) {
-        p[m] = scores + (h0 + m) * n;
+        p[m] = scores + (h0 + m) * ns;
         om[m] = o + (h0 + m) * d;
       }
       const bool acc = t0 > 0;

@@ -123,8 +123,9 @@ void msa_selection_stats(const Tensor& q, const Tensor& k_pages, const Tensor& b
                          const Tensor& positions, int64_t n_keys, const Tensor& selected,
                          int top_n, const Tensor& recall, const Tensor& coverage) {
   const char* op = "msa_selection_stats";
-  MMX_CHECK(q.ndim == 3 && k_pages.ndim == 4 && selected.ndim == 3, "{}: q {} k_pages {} selected {}",
-            op, q.shape_str(), k_pages.shape_str(), selected.shape_str());
+  MMX_CHECK(q.ndim == 3 && k_pages.ndim == 4 && selected.ndim == 3,
+            "{}: q {} k_pages {} selected {}", op, q.shape_str(), k_pages.shape_str(),
+            selected.shape_str());
   const int64_t n_q = q.dim(0), n_heads = q.dim(1), d = q.dim(2);
   const int64_t n_pages = k_pages.dim(0), B = k_pages.dim(1), n_kvh = k_pages.dim(2);
   expect(q, DType::kF32, {n_q, n_heads, d}, op, "q");
@@ -145,7 +146,8 @@ void msa_index_select(const Tensor& iq, const Tensor& ik_pages, const Tensor& bl
                       const Tensor& positions, int64_t n_keys, Tensor& selected) {
   check::msa_index_select(iq, ik_pages, block_table, positions, n_keys, selected);
   if (selected.numel() == 0) return;
-  if (use_ref()) return ref::msa_index_select(iq, ik_pages, block_table, positions, n_keys, selected);
+  if (use_ref())
+    return ref::msa_index_select(iq, ik_pages, block_table, positions, n_keys, selected);
   cpu::msa_index_select(iq, ik_pages, block_table, positions, n_keys, selected);
 }
 

@@ -135,7 +135,8 @@ void score_blocks(const float* const* q, const int64_t* pos, int64_t r0, int64_t
       }
       const __m128 iv = _mm_load_ps(idx);
       auto fold = [&](int a, __m128 o) {
-        if (lim[a] < k0 + 3) o = _mm_blendv_ps(o, neg_inf, _mm_cmpgt_ps(iv, _mm_set1_ps(float(lim[a]))));
+        if (lim[a] < k0 + 3)  // some of these 4 keys are in the row's future
+          o = _mm_blendv_ps(o, neg_inf, _mm_cmpgt_ps(iv, _mm_set1_ps(float(lim[a]))));
         run[a] = _mm_max_ps(run[a], o);
       };
       int a = 0;
@@ -379,7 +380,8 @@ void msa_index_select(const Tensor& iq, const Tensor& ik_pages, const Tensor& bl
       }
     }
     S.resize(size_t(n_rows * nb));
-    const int64_t n_rt = (n_rows + kRowTile - 1) / kRowTile, n_bc = (nb + kBlockChunk - 1) / kBlockChunk;
+    const int64_t n_rt = (n_rows + kRowTile - 1) / kRowTile;
+    const int64_t n_bc = (nb + kBlockChunk - 1) / kBlockChunk;
     const int64_t n_tasks = n_rt * n_bc;
     const bool par = n_tasks > 1 && n_rows * nb * B * d >= (int64_t(1) << 16);
 #pragma omp parallel num_threads(nt) if (par)
@@ -394,7 +396,8 @@ void msa_index_select(const Tensor& iq, const Tensor& ik_pages, const Tensor& bl
 #pragma omp for schedule(static)
       for (int64_t r = 0; r < n_rows; ++r) {
         const int64_t i = i0 + r / G, g = r % G;
-        select_row(S.data() + r * nb, pos[i] / B + 1, K, selected.ptr<int32_t>() + (g * n_q + i) * K);
+        select_row(S.data() + r * nb, pos[i] / B + 1, K,
+                   selected.ptr<int32_t>() + (g * n_q + i) * K);
       }
     }
   }

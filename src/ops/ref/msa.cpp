@@ -40,7 +40,8 @@ void attend(const Tensor& q, const Tensor& k_pages, const Tensor& v_pages, const
   std::vector<double> s(keys.size());
   for (size_t t = 0; t < keys.size(); ++t) {
     double dot = 0.0;
-    for (int64_t c = 0; c < d; ++c) dot += double(qi[c]) * page_at(k_pages, bt, n_kvh, keys[t], g, c);
+    for (int64_t c = 0; c < d; ++c)
+      dot += double(qi[c]) * page_at(k_pages, bt, n_kvh, keys[t], g, c);
     s[t] = double(scale) * dot;
   }
   const double m = *std::max_element(s.begin(), s.end());
@@ -48,7 +49,8 @@ void attend(const Tensor& q, const Tensor& k_pages, const Tensor& v_pages, const
   for (double& e : s) sum += (e = std::exp(e - m));
   for (int64_t c = 0; c < d; ++c) {
     double acc = 0.0;
-    for (size_t t = 0; t < keys.size(); ++t) acc += s[t] * page_at(v_pages, bt, n_kvh, keys[t], g, c);
+    for (size_t t = 0; t < keys.size(); ++t)
+      acc += s[t] * page_at(v_pages, bt, n_kvh, keys[t], g, c);
     out.f32()[(i * n_heads + h) * d + c] = float(acc / sum);
   }
 }
@@ -155,7 +157,8 @@ void msa_selection_stats(const Tensor& q, const Tensor& k_pages, const Tensor& b
         std::vector<double> s(size_t(p + 1));
         for (int64_t j = 0; j <= p; ++j) {
           double dot = 0.0;
-          for (int64_t c = 0; c < d; ++c) dot += double(qh[c]) * page_at(k_pages, bt, n_kvh, j, g, c);
+          for (int64_t c = 0; c < d; ++c)
+            dot += double(qh[c]) * page_at(k_pages, bt, n_kvh, j, g, c);
           s[size_t(j)] = double(scale) * dot;
         }
         const double m = *std::max_element(s.begin(), s.end());

@@ -464,6 +464,19 @@ class M3Reference:
     def shared_scale(self):
         return 1.0
 
+    def sparse_keys(self, in_selected, causal_row):
+        """Keys a query of a sparse layer attends to: selected blocks ∩ causal (the local
+        block is partial)."""
+        return in_selected & causal_row
+
+    def index_rope(self, x, pos):
+        """The same partial RoPE as q/k, on the index heads [T, G or 1, index_dim]."""
+        return rope_neox(x, pos, self.cfg.rotary_dim, self.cfg.rope_theta)
+
+    def index_scores(self, iq, ik):
+        """z[g, t, j] = iq[t, g]·ik[j] (unscaled: a positive scale never changes the ranking)."""
+        return np.einsum("tgd,sd->gts", iq, ik)
+
     # ---- forward
 
     def new_cache(self):
@@ -488,20 +501,20 @@ class M3Reference:
         T, G, di = n1.shape[0], c.n_index_heads, c.index_dim
         iq = (n1 @ lw["wiq"].T).reshape(T, G, di)
         ik = (n1 @ lw["wik"].T).reshape(T, 1, di)
-        iq = rope_neox(self.qk_norm(iq, lw["iq_norm"]), pos, c.rotary_dim, c.rope_theta)
-        ik = rope_neox(self.qk_norm(ik, lw["ik_norm"]), pos, c.rotary_dim, c.rope_theta)
+        iq = self.index_rope(self.qk_norm(iq, lw["iq_norm"]), pos)
+        ik = self.index_rope(self.qk_norm(ik, lw["ik_norm"]), pos)
         kc["ik"] = np.concatenate([kc["ik"], ik[:, 0, :]], axis=0)        # [S, di]
-        z = np.einsum("tgd,sd->gts", iq, kc["ik"])                        # [G, T, S]
+        z = self.index_scores(iq, kc["ik"])                               # [G, T, S]
         pooled = self.pool(z, pos)                                         # [G, T, nb]
         sel, margin = self.select(pooled, pos)
         blk = np.arange(S) // c.block
         causal = np.arange(S)[None, :] <= pos[:, None]
         allowed = np.zeros((G, T, S), dtype=bool)
-        K = c.topk_blocks
+        K = max([c.topk_blocks] + [len(s) for row in sel for s in row])
         sel_arr = np.full((G, T, K), -1, dtype=np.int64)
         for g in range(G):
             for t in range(T):
-                allowed[g, t] = np.isin(blk, sel[g][t]) & causal[t]
+                allowed[g, t] = self.sparse_keys(np.isin(blk, sel[g][t]), causal[t])
                 sel_arr[g, t, :len(sel[g][t])] = sel[g][t]
         put(pre + "iq", iq)
         put(pre + "ik", ik[:, 0, :])

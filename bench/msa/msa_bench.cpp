@@ -103,8 +103,9 @@ int main(int argc, char** argv) {
     fill_unit(iq.f32(), iq.t().numel(), 6);
     Buffer out(DType::kF32, {1, kHeads, kHeadDim}), sel(DType::kI32, {kKvHeads, 1, kTopK});
     fmt::print("### Decode step (1 query at position T-1), ms per token\n\n");
-    fmt::print("| context T | indexer | sparse attn | MSA total | dense paged | dense / MSA | indexer share |\n");
-    fmt::print("|---|---|---|---|---|---|---|\n");
+    fmt::print("| context T | indexer | (index-key scan GB/s) | sparse attn | MSA total | dense paged | "
+               "(K+V scan GB/s) | dense / MSA | indexer share |\n");
+    fmt::print("|---|---|---|---|---|---|---|---|---|\n");
     double msa16 = 0;
     for (int64_t T : {int64_t(4096), int64_t(16384), int64_t(65536), int64_t(131072)}) {
       if (T > max_ctx) continue;
@@ -119,8 +120,10 @@ int main(int argc, char** argv) {
       });
       const double t_dense = median_ms(reps, [&] { ops::attention_paged(q, k, v, bt, pos, T, scale, out.t()); });
       if (T == 16384) msa16 = t_msa;
-      fmt::print("| {} | {:.3f} | {:.3f} | {:.3f} | {:.3f} | {:.1f}x | {:.0f}% |\n", ctx(T), t_idx, t_sp,
-                 t_msa, t_dense, t_dense / t_msa, 100.0 * t_idx / t_msa);
+      const double ik_gb = double(T * kIndexDim * 4) / 1e6, kv_gb = double(T * kKvHeads * kHeadDim * 8) / 1e6;
+      fmt::print("| {} | {:.3f} | {:.1f} | {:.3f} | {:.3f} | {:.3f} | {:.1f} | {:.1f}x | {:.0f}% |\n", ctx(T),
+                 t_idx, ik_gb / t_idx, t_sp, t_msa, t_dense, kv_gb / t_dense, t_dense / t_msa,
+                 100.0 * t_idx / t_msa);
     }
     if (msa16 > 0) fmt::print("\n(MSA total at 16K: {:.3f} ms; growth beyond it is the O(T) indexer scan.)\n", msa16);
     fmt::print("\n");

@@ -33,6 +33,7 @@
 //
 // Not here: argument checks (check.cpp), the fp64 oracle (ref/lightning.cpp).
 #include <immintrin.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -165,12 +166,14 @@ struct BlockScratch {
   float* vp;   // [dp/16 panels][mb][16]  V (B of P·V and of the state update)
   float* p;    // [mb, mp]                (Q·Kᵀ) ⊙ M                           (A operand)
   float* o;    // [mb, dp]                output rows
-  float* sp;   // [dp/16 panels][dp][16]  the state (B of the inter term; C of its update)
+  float* sp;   // [dp/16 panels][dp][16]  the current head's state (B of the inter term; C of
+               //                         its update), set by the caller
   float* dec;  // [mb + 1]                λ^a, a = 0..m
+  float* rdec; // [mp]                    λ^(m-1-j), j = 0..m-1 (0 for padding keys)
 
   static size_t floats(int64_t mb, int64_t dp) {
     const int64_t mp = round_up(mb, kTileN);
-    return size_t(3 * mb * dp + 2 * dp * mp + mb * mp + dp * dp + round_up(mb + 1, kTileN));
+    return size_t(3 * mb * dp + 2 * dp * mp + mb * mp + round_up(mb + 1, kTileN) + mp);
   }
   BlockScratch(float* base, int64_t mb, int64_t dp) {
     const int64_t mp = round_up(mb, kTileN);
@@ -180,8 +183,9 @@ struct BlockScratch {
     vp = kdt + dp * mp;
     p = vp + mb * dp;
     o = p + mb * mp;
-    sp = o + mb * dp;
-    dec = sp + dp * dp;
+    sp = nullptr;
+    dec = o + mb * dp;
+    rdec = dec + round_up(mb + 1, kTileN);
   }
 };
 
@@ -208,8 +212,14 @@ void prefill_block(const float* qkv, float* out, int64_t n_heads, int64_t d, int
     float* qi = bs.q + i * dp;
     std::copy(src, src + d, qi);
     std::fill(qi + d, qi + dp, 0.0f);
-    for (int64_t c = 0; c < d; ++c) bs.kp[panel_at(dp, c, i)] = src[d + c];
-    for (int64_t c = 0; c < dp; ++c) bs.vp[panel_at(mb, i, c)] = c < d ? src[2 * d + c] : 0.0f;
+    float* kcol = bs.kp + panel_at(dp, 0, i);  // column i of Kᵀ: stride 16
+    for (int64_t c = 0; c < d; ++c) kcol[c * kTileN] = src[d + c];
+    for (int64_t c0 = 0; c0 < dp; c0 += kTileN) {  // row i of V: 16 floats per panel
+      float* vrow = bs.vp + panel_at(mb, i, c0);
+      const int64_t len = std::clamp<int64_t>(d - c0, 0, kTileN);
+      std::copy(src + 2 * d + c0, src + 2 * d + c0 + len, vrow);
+      std::fill(vrow + len, vrow + kTileN, 0.0f);
+    }
   }
 
   // λ^a = exp(-s·a), a = 0..m, in double, stored as float (<= 1; may underflow to 0).
@@ -233,13 +243,20 @@ void prefill_block(const float* qkv, float* out, int64_t n_heads, int64_t d, int
     std::fill(pi + i + 1, pi + std::min(i / kTileM * kTileM + kTileM, m), 0.0f);
   }
 
-  // Q ⊙ λ^(i+1) (inter-block query) in place; (K ⊙ λ^(m-1-j))ᵀ (state-update keys) row-major.
+  // Q ⊙ λ^(i+1) (inter-block query) in place; (K ⊙ λ^(m-1-j))ᵀ (state-update keys) row-major,
+  // from the Kᵀ panels, 16 contiguous keys at a time, times the reversed decays λ^(m-1-j).
   for (int64_t i = 0; i < m; ++i) {
     const float f = dec[i + 1];
     for (int64_t c = 0; c < d; ++c) bs.q[i * dp + c] *= f;
   }
+  float* rdec = bs.rdec;  // [mp]: λ^(m-1-j) for j < m, 0 for the padding keys
+  for (int64_t j = 0; j < mp; ++j) rdec[j] = j < m ? dec[m - 1 - j] : 0.0f;
   for (int64_t c = 0; c < dp; ++c)
-    for (int64_t j = 0; j < m; ++j) bs.kdt[c * mp + j] = bs.kp[panel_at(dp, c, j)] * dec[m - 1 - j];
+    for (int64_t j0 = 0; j0 < mp; j0 += kTileN) {
+      const float* kc = bs.kp + panel_at(dp, c, j0);
+      float* dst = bs.kdt + c * mp + j0;
+      for (int64_t u = 0; u < kTileN; ++u) dst[u] = kc[u] * rdec[j0 + u];
+    }
 
   // O = P·V (row tile [i0, i0 + R) reads keys j < i0 + R) + (Q ⊙ λ^(i+1))·S_prev, panel-major:
   // the 16-column panels of V and S (24 KiB for d = 128, block 256) stay in L1 over the rows.
@@ -284,20 +301,37 @@ void lightning_attention(const Tensor& qkv, const Tensor& slopes, int block, Ten
     return;
   }
 
+  // Blockwise. Each thread owns a fixed range of heads (so the result does not depend on the
+  // thread count) and walks blocks outer, heads inner: consecutive heads' rows of a token are
+  // adjacent in qkv and out, so the strided gathers share pages and DRAM rows. The range's
+  // states live in panel form (zero padding) in scratch for the whole call.
   const int64_t mb = std::min<int64_t>({int64_t(block), kMaxBlock, n});
   const int64_t dp = round_up(d, kTileN);
-#pragma omp parallel for schedule(static) num_threads(threads())
-  for (int64_t h = 0; h < n_heads; ++h) {
-    BlockScratch bs(scratch(0, BlockScratch::floats(mb, dp)), mb, dp);
-    // The state in panel form (zero padding) for the whole sequence of blocks.
-    float* sh = state.f32() + h * d * d;
-    for (int64_t i = 0; i < dp; ++i)
-      for (int64_t j = 0; j < dp; ++j) bs.sp[panel_at(dp, i, j)] = (i < d && j < d) ? sh[i * d + j] : 0.0f;
-    const double slope = double(slopes.f32()[h]);
-    for (int64_t t0 = 0; t0 < n; t0 += mb)
-      prefill_block(x, y, n_heads, d, h, t0, std::min(mb, n - t0), mb, slope, bs);
-    for (int64_t i = 0; i < d; ++i)
-      for (int64_t j = 0; j < d; ++j) sh[i * d + j] = bs.sp[panel_at(dp, i, j)];
+#pragma omp parallel num_threads(threads())
+  {
+    const int64_t nt = omp_get_num_threads(), id = omp_get_thread_num();
+    const int64_t h0 = n_heads * id / nt, h1 = n_heads * (id + 1) / nt;
+    if (h0 < h1) {
+      BlockScratch bs(scratch(0, BlockScratch::floats(mb, dp)), mb, dp);
+      float* states = scratch(1, size_t((h1 - h0) * dp * dp));  // [h1 - h0] × panels of [dp, dp]
+      for (int64_t h = h0; h < h1; ++h) {
+        const float* sh = state.f32() + h * d * d;
+        float* sp = states + (h - h0) * dp * dp;
+        for (int64_t i = 0; i < dp; ++i)
+          for (int64_t j = 0; j < dp; ++j) sp[panel_at(dp, i, j)] = (i < d && j < d) ? sh[i * d + j] : 0.0f;
+      }
+      for (int64_t t0 = 0; t0 < n; t0 += mb)
+        for (int64_t h = h0; h < h1; ++h) {
+          bs.sp = states + (h - h0) * dp * dp;
+          prefill_block(x, y, n_heads, d, h, t0, std::min(mb, n - t0), mb, double(slopes.f32()[h]), bs);
+        }
+      for (int64_t h = h0; h < h1; ++h) {
+        float* sh = state.f32() + h * d * d;
+        const float* sp = states + (h - h0) * dp * dp;
+        for (int64_t i = 0; i < d; ++i)
+          for (int64_t j = 0; j < d; ++j) sh[i * d + j] = sp[panel_at(dp, i, j)];
+      }
+    }
   }
 }
 

@@ -42,3 +42,8 @@ BUILD=$BUILD bash bench/tokenizer/run.sh 2 "$REPS"
 echo
 echo "== MSA (M3 sparse attention core): decode / chunked prefill vs dense paged attention, indexer recall"
 $BUILD/bench/msa/msa_bench "$REPS"
+
+# ---- lightning attention (bench/lightning) ----
+echo
+echo "== lightning vs softmax attention core, one MiniMax-Text-01 layer (64 heads x 128): decode vs context, prefill, cache memory"
+$BUILD/bench/lightning/lightning_bench --reps "$REPS"

@@ -273,6 +273,31 @@ TEST_F(LightningTest, EmptyInputLeavesStateAlone) {
   EXPECT_TRUE(bitwise_equal(r.state.t(), s0.t()));
 }
 
+TEST_F(LightningTest, ExactSizeAllocations) {
+  // Operands in exactly sized heap blocks (odd head_dim, partial last block) so AddressSanitizer
+  // sees any over-read or over-write, in both paths.
+  const int64_t n = 11, H = 3, d = 13;
+  std::vector<float> x(static_cast<size_t>(n * H * 3 * d)), sl(static_cast<size_t>(H)),
+      s(static_cast<size_t>(H * d * d)), o(static_cast<size_t>(n * H * d));
+  fill_random(x.data(), int64_t(x.size()), 1);
+  fill_random(s.data(), int64_t(s.size()), 2);
+  for (int64_t h = 0; h < H; ++h) sl[size_t(h)] = 0.1f * float(h + 1);
+  const Tensor qkv(x.data(), DType::kF32, {n, H, 3, d}), slopes(sl.data(), DType::kF32, {H});
+  for (int block : {1, 4, 64}) {
+    SCOPED_TRACE(block);
+    std::vector<float> s1 = s;
+    Tensor st(s1.data(), DType::kF32, {H, d, d}), ot(o.data(), DType::kF32, {n, H, d});
+    ops::lightning_attention(qkv, slopes, block, st, ot);
+    Buffer s0(DType::kF32, {H, d, d});
+    std::copy(s.begin(), s.end(), s0.f32());
+    const Result want = run(false, qkv, slopes, block, s0);
+    Result got{Buffer(DType::kF32, {n, H, d}), Buffer(DType::kF32, {H, d, d})};
+    std::copy(o.begin(), o.end(), got.out.f32());
+    std::copy(s1.begin(), s1.end(), got.state.f32());
+    expect_close(got, want);
+  }
+}
+
 // ---- consistency ----
 
 TEST_F(LightningTest, BlockwiseEqualsTokenByToken) {

@@ -1,9 +1,10 @@
 // Fast lightning attention (spec §3.5; contract in ops.h): linear attention with a per-head
 // exponential decay λ_h = exp(-s_h) and an fp32 state S_h [d_k, d_v] carried across calls.
 //
-// Two evaluations of the same recurrence, both in fp32, one head per OpenMP task (the split is
-// over heads only, so every output and state element is computed by one thread in a fixed order
-// and the result is bitwise independent of the thread count):
+// Two evaluations of the same recurrence, both in fp32, with the heads split over the OpenMP
+// threads and nothing else (decode: one head per loop iteration; blockwise: a contiguous head
+// range per thread), so every output and state element is computed by one thread in a fixed
+// order and the result is bitwise independent of the thread count:
 //
 //   * decode (block <= 1 or n == 1): token by token,
 //       S ← λ·S + kᵀ⊗v;   o = q·S

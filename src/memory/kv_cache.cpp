@@ -23,12 +23,14 @@ KvCache::KvCache(const std::vector<LayerCacheSpec>& layers, int64_t capacity, in
   k_.resize(layers.size());
   v_.resize(layers.size());
   state_.resize(layers.size());
+  ik_.resize(layers.size());
   for (size_t il = 0; il < layers.size(); ++il) {
     const LayerCacheSpec& s = layers[il];
     MMX_CHECK(s.n_heads > 0 && s.head_dim > 0, "layer {}: {} heads x {}", il, s.n_heads, s.head_dim);
     if (s.kind == LayerCacheSpec::kKv) {
       k_[il] = Buffer(DType::kF32, {capacity, s.n_heads, s.head_dim});
       v_[il] = Buffer(DType::kF32, {capacity, s.n_heads, s.head_dim});
+      if (s.index_dim > 0) ik_[il] = Buffer(DType::kF32, {capacity, s.index_dim});
     } else {
       state_[il] = Buffer(DType::kF32, {s.n_heads, s.head_dim, s.head_dim});  // zero-filled
     }
@@ -42,6 +44,10 @@ Tensor KvCache::k(int il) const {
 Tensor KvCache::v(int il) const {
   MMX_CHECK(specs_[il].kind == LayerCacheSpec::kKv, "layer {} keeps no K/V", il);
   return v_[il].t();
+}
+Tensor KvCache::ik(int il) const {
+  MMX_CHECK(!ik_[il].t().empty(), "layer {} keeps no index keys", il);
+  return ik_[il].t();
 }
 Tensor KvCache::state(int il) const {
   MMX_CHECK(specs_[il].kind == LayerCacheSpec::kLinearState, "layer {} keeps no linear state", il);
@@ -104,7 +110,8 @@ int64_t KvCache::rollback(int64_t p) {
 size_t KvCache::kv_bytes() const {
   size_t s = 0;
   for (size_t i = 0; i < k_.size(); ++i)
-    if (!k_[i].t().empty()) s += k_[i].t().size_bytes() + v_[i].t().size_bytes();
+    if (!k_[i].t().empty())
+      s += k_[i].t().size_bytes() + v_[i].t().size_bytes() + (ik_[i].t().empty() ? 0 : ik_[i].t().size_bytes());
   return s;
 }
 size_t KvCache::state_bytes() const {

@@ -5,7 +5,10 @@
 // says what it keeps (LayerCacheSpec): softmax layers get K/V [capacity, n_kv_heads, head_dim]
 // F32, whose rows are absolute positions; lightning layers get a state [n_heads, head_dim,
 // head_dim] F32 whose size does not grow with the context (spec §3.5 step 6). Models reach them
-// only through k(il)/v(il)/state(il), so the paged cache of the serving engine can replace it.
+// only through k(il)/v(il)/ik(il)/state(il), so the paged cache of the serving engine can replace
+// it. With a capacity that is a multiple of a block size B, k(il) reshaped to
+// [capacity/B, B, n_kv_heads, head_dim] IS the block-major paged layout with an identity block
+// table (page i = block i), which is how the MSA layers (M3) read it.
 //
 // Rolling back a KV cache is free (forget rows), but a lightning state cannot be un-decayed: it is
 // restored from a checkpoint — a snapshot of every lightning state taken when n_past() crosses a
@@ -27,6 +30,7 @@ struct LayerCacheSpec {
   enum Kind : uint8_t { kKv, kLinearState } kind = kKv;
   int n_heads = 0;   // kKv: KV heads; kLinearState: lightning heads
   int head_dim = 0;
+  int index_dim = 0;  // kKv of an MSA layer: the indexer's key per token (0 = none)
 };
 
 class KvCache {
@@ -42,6 +46,7 @@ class KvCache {
   Tensor k(int il) const;      // [capacity, n_kv_heads, head_dim]   (kKv layers)
   Tensor v(int il) const;      // [capacity, n_kv_heads, head_dim]   (kKv layers)
   Tensor state(int il) const;  // [n_heads, head_dim, head_dim] F32 (kLinearState layers)
+  Tensor ik(int il) const;     // [capacity, index_dim] F32 (kKv layers with index_dim > 0)
   bool has_states() const { return state_bytes() > 0; }
 
   int64_t capacity() const { return capacity_; }
@@ -71,7 +76,7 @@ class KvCache {
     std::vector<float> states;  // every lightning state, layer order, concatenated
   };
   std::vector<LayerCacheSpec> specs_;
-  std::vector<Buffer> k_, v_, state_;  // indexed by layer; empty Buffers where not used
+  std::vector<Buffer> k_, v_, ik_, state_;  // indexed by layer; empty Buffers where not used
   std::vector<Checkpoint> checkpoints_;  // ascending pos
   int64_t capacity_ = 0;
   int64_t n_past_ = 0;

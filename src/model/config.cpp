@@ -90,8 +90,9 @@ void parse_common(const json& j, const Reader& r, ModelConfig& c, std::set<std::
   c.max_position = r.integer_or("max_position_embeddings", 196608, 1, kBig);
   c.norm_eps = float(r.number_or("rms_norm_eps", 1e-6));
   if (!(c.norm_eps > 0)) fail("{}: rms_norm_eps must be > 0", where);
-  const std::string act = r.string_or("hidden_act", "silu");
-  if (act != "silu") fail("{}: hidden_act \"{}\" is not supported (this family uses silu)", where, act);
+  const char* want = c.family == Family::kMiniMaxM3 ? "swigluoai" : "silu";
+  const std::string act = r.string_or("hidden_act", want);
+  if (act != want) fail("{}: hidden_act \"{}\" is not supported (this family uses {})", where, act, want);
   for (const char* k : {"sliding_window", "attn_window_size"})
     if (r.has(k)) fail("{}: \"{}\" is set; sliding-window attention is not supported", where, k);
   c.tie_word_embeddings = r.boolean_or("tie_word_embeddings", false);
@@ -140,9 +141,27 @@ ModelConfig parse_config(const std::string& text, const std::string& where) {
     c.family = Family::kMiniMaxText01;
     parse_common(j, r, c, used);
     parse_text01(j, r, c, used);
+  } else if (c.architecture == "MiniMaxM3SparseForConditionalGeneration") {
+    // The VL wrapper: the LLM's keys live in text_config; vision keys are not ours.
+    c.family = Family::kMiniMaxM3;
+    if (!j.contains("text_config") || !j["text_config"].is_object())
+      fail("{}: MiniMaxM3SparseForConditionalGeneration needs a \"text_config\" object", where);
+    const json& t = j["text_config"];
+    const Reader tr(t, where + " (text_config)");
+    std::set<std::string> tused;
+    parse_common(t, tr, c, tused);
+    parse_m3(t, j, tr, c, tused);
+    static const std::set<std::string> kTopLevel = {
+        "text_config", "vision_config", "quantization_config", "model_type", "torch_dtype", "dtype",
+        "transformers_version", "image_token_index", "video_token_index", "projector_hidden_size",
+        "projector_hidden_act", "vision_feature_layer", "vision_feature_select_strategy",
+        "multimodal_projector_bias", "auto_map", "tie_word_embeddings", "bos_token_id",
+        "eos_token_id", "pad_token_id", "_name_or_path", "image_seq_length", "use_cache"};
+    warn_unknown_keys(j, used, kTopLevel, c, where);
   } else {
     fail("{}: architecture \"{}\" is not supported (supported: MiniMaxM2ForCausalLM, "
-         "MiniMaxText01ForCausalLM, MiniMaxM1ForCausalLM, MiniMaxForCausalLM)", where, c.architecture);
+         "MiniMaxText01ForCausalLM, MiniMaxM1ForCausalLM, MiniMaxForCausalLM, "
+         "MiniMaxM3SparseForConditionalGeneration)", where, c.architecture);
   }
   return c;
 }
@@ -161,14 +180,30 @@ std::string config_summary(const ModelConfig& c) {
   s += fmt::format("architecture      {}\n", c.architecture);
   const int n_lin = c.count_layers(LayerKind::kLightning);
   if (n_lin == 0)
-    s += fmt::format("layers            {} (softmax GQA attention)\n", c.n_layers);
+    s += fmt::format("layers            {} ({})\n", c.n_layers,
+                     c.family == Family::kMiniMaxM3 ? "dense + MiniMax Sparse Attention" : "softmax GQA attention");
   else
     s += fmt::format("layers            {} = {} lightning + {} softmax GQA attention\n", c.n_layers, n_lin,
                      c.n_layers - n_lin);
   s += fmt::format("d_model           {}\n", c.d_model);
   s += fmt::format("heads             {} q / {} kv, head_dim {}, rotary_dim {} (neox), theta {:g}\n",
                    c.n_heads, c.n_kv_heads, c.head_dim, c.rotary_dim, c.rope_theta);
-  s += fmt::format("qk-norm           {}\n", c.use_qk_norm ? "whole projection (per_layer)" : "none");
+  s += fmt::format("qk-norm           {}\n", !c.use_qk_norm ? "none"
+                                              : c.qk_norm_per_head ? "per head (one gain shared by heads)"
+                                                                   : "whole projection (per_layer)");
+  if (c.family == Family::kMiniMaxM3) {
+    const int n_sparse = c.count_layers(LayerKind::kSparse);
+    int n_dense_mlp = 0;
+    for (int il = 0; il < c.n_layers; ++il) n_dense_mlp += !c.is_moe_layer(il);
+    s += fmt::format("msa               {} sparse layers: {} index heads x {}, top-{} blocks of {} tokens "
+                     "(local block forced); {} dense-attention layers\n",
+                     n_sparse, c.msa.index_heads, c.msa.index_dim, c.msa.topk, c.msa.block,
+                     c.n_layers - n_sparse);
+    s += fmt::format("ffn               {} dense SwiGLU-OAI MLP layers (width {}), then MoE; shared expert "
+                     "{}; alpha {:g}, limit {:g}; gemma (1+w) norms {}\n",
+                     n_dense_mlp, c.dense_ffn_dim, c.shared_ffn_dim, c.swiglu_alpha, c.swiglu_limit,
+                     c.gemma_norm ? "yes" : "no");
+  }
   if (n_lin > 0)
     s += fmt::format("lightning         {} heads x {}, state {} KiB/layer, block {}, inner norm eps {:g}\n",
                      c.n_heads, c.head_dim, int64_t(c.n_heads) * c.head_dim * c.head_dim * 4 / 1024,
@@ -189,8 +224,9 @@ std::string config_summary(const ModelConfig& c) {
   s += fmt::format("max positions     {}\n", c.max_position);
   s += fmt::format("rms eps           {:g}\n", c.norm_eps);
   s += fmt::format("weights           {}\n",
-                   c.fp8.enabled ? fmt::format("fp8 e4m3, {}x{} block scales", c.fp8.block_out, c.fp8.block_in)
-                                 : std::string("unquantized"));
+                   !c.fp8.enabled ? std::string("unquantized")
+                   : c.fp8.mx     ? std::string("mxfp8: e4m3, one e8m0 scale per 1x32 (held as f32)")
+                                  : fmt::format("fp8 e4m3, {}x{} block scales", c.fp8.block_out, c.fp8.block_in));
   if (c.n_mtp_modules)
     s += fmt::format("mtp               config declares {} modules (no weights are released; unused)\n",
                      c.n_mtp_modules);

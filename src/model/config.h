@@ -17,10 +17,16 @@ namespace mmx {
 enum class Family : uint8_t {
   kMiniMaxM2,      // MiniMax-M2 / M2.1 / M2.5 / M2.7 (spec §4)
   kMiniMaxText01,  // MiniMax-Text-01 and MiniMax-M1: lightning + softmax hybrid (spec §3)
+  kMiniMaxM3,      // MiniMax-M3 text backbone: dense + MiniMax Sparse Attention layers (spec §5)
 };
 enum class LayerKind : uint8_t {
   kSoftmax,    // GQA softmax attention over a KV cache
   kLightning,  // linear attention with per-head decay over a fixed-size state (Text-01)
+  kSparse,     // MiniMax Sparse Attention: indexer picks top-k KV blocks per GQA group (M3)
+};
+enum class FfnAct : uint8_t {
+  kSiluGlu,    // silu(gate) · up (M2, Text-01)
+  kSwigluOai,  // (clamp(up) + 1) · min(gate, limit) · sigmoid(alpha · min(gate, limit)) (M3)
 };
 enum class RouterKind : uint8_t {
   kSigmoidBias,  // sigmoid scores, selection-only bias (M2, M3)
@@ -37,8 +43,17 @@ struct ResidualScale {
 
 struct Fp8Quant {
   bool enabled = false;
+  bool mx = false;      // MXFP8 (M3): U8 E8M0 scales (2^(e-127)) per 1x32, instead of F32 scales
   int block_out = 128;  // quantization_config.weight_block_size[0]
   int block_in = 128;   // quantization_config.weight_block_size[1]
+};
+
+// MiniMax Sparse Attention (spec §5.6): sparse_attention_config.
+struct MsaConfig {
+  int index_heads = 0;  // sparse_num_index_heads (== num_key_value_heads: one selection per group)
+  int index_dim = 0;    // sparse_index_dim
+  int topk = 0;         // sparse_topk_blocks (K, the local block included)
+  int block = 0;        // sparse_block_size (B tokens per block = per KV page)
 };
 
 struct ModelConfig {
@@ -68,6 +83,17 @@ struct ModelConfig {
   int lightning_block = 256;      // chunk length of the blockwise lightning prefill (`block`)
   float lightning_norm_eps = 1e-6f;  // inner RMSNorm over all heads (spec §8: reference 1e-6)
 
+  // M3 only (spec §5)
+  bool qk_norm_per_head = false;  // qk_norm_type "per_head": one [head_dim] gain shared by heads
+  bool gemma_norm = false;        // use_gemma_norm: (1 + w) gains, folded into the weights at load
+  MsaConfig msa;
+  std::vector<bool> moe_layers;   // [n_layers] false: dense MLP (moe_layer_freq 0); empty: all MoE
+  int64_t dense_ffn_dim = 0;      // dense_intermediate_size
+  int64_t shared_ffn_dim = 0;     // shared expert width (0 = none)
+  FfnAct ffn_act = FfnAct::kSiluGlu;
+  float swiglu_alpha = 1.702f, swiglu_limit = 7.0f;
+  std::string tensor_prefix;      // "language_model." for the M3 VL wrapper
+
   // MoE
   int64_t ffn_dim = 0;        // intermediate_size, per expert
   int n_experts = 0;          // num_local_experts
@@ -89,6 +115,9 @@ struct ModelConfig {
   std::vector<std::string> warnings;  // unknown keys etc., printed by the CLI
 
   int64_t q_dim() const { return int64_t(n_heads) * head_dim; }
+  // Tokens per KV page of the block-major paged layout (M3: the MSA block; 128 without MSA).
+  int kv_page() const { return msa.block > 0 ? msa.block : 128; }
+  bool is_moe_layer(int il) const { return moe_layers.empty() || moe_layers[il]; }
   int count_layers(LayerKind k) const {
     int n = 0;
     for (LayerKind x : layer_kinds) n += x == k;

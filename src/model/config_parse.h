@@ -80,5 +80,7 @@ void warn_unknown_keys(const json& j, const std::set<std::string>& used,
 // Family parsers (config_m2.cpp, config_text01.cpp): everything past the common keys.
 void parse_m2(const json& j, const Reader& r, ModelConfig& c, std::set<std::string>& used);
 void parse_text01(const json& j, const Reader& r, ModelConfig& c, std::set<std::string>& used);
+// M3: `j` is the text_config object; `top` the whole config.json (quantization_config lives there).
+void parse_m3(const json& j, const json& top, const Reader& r, ModelConfig& c, std::set<std::string>& used);
 
 }  // namespace mmx::config_parse

@@ -30,10 +30,18 @@ class Model {
   KvCache make_cache(int64_t capacity, int64_t checkpoint_every = 1024, int max_checkpoints = 4) const {
     const ModelConfig& c = config();
     std::vector<LayerCacheSpec> specs;
-    for (LayerKind k : c.layer_kinds)
-      specs.push_back(k == LayerKind::kLightning
-                          ? LayerCacheSpec{LayerCacheSpec::kLinearState, c.n_heads, c.head_dim}
-                          : LayerCacheSpec{LayerCacheSpec::kKv, c.n_kv_heads, c.head_dim});
+    for (LayerKind k : c.layer_kinds) {
+      if (k == LayerKind::kLightning)
+        specs.push_back({LayerCacheSpec::kLinearState, c.n_heads, c.head_dim});
+      else
+        specs.push_back({LayerCacheSpec::kKv, c.n_kv_heads, c.head_dim,
+                         k == LayerKind::kSparse ? c.msa.index_dim : 0});
+    }
+    // M3 reads K/V as whole blocks (pages): round the rows up to a multiple of the block.
+    if (c.family == Family::kMiniMaxM3) {
+      const int64_t b = c.kv_page();
+      capacity = (capacity + b - 1) / b * b;
+    }
     return KvCache(specs, capacity, checkpoint_every, max_checkpoints);
   }
 };

@@ -1,9 +1,10 @@
-// Loading MiniMax-M2 (spec §4.3) and Text-01/M1 (spec §3.2) weights by their Hugging Face names,
-// with shape/dtype checks.
+// Loading MiniMax-M2 (spec §4.3), Text-01/M1 (spec §3.2) and M3 (spec §5.3) weights by their
+// Hugging Face names, with shape/dtype checks. Gemma (1 + w) norm gains are folded here.
 #include "model/weights.h"
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "base/error.h"
@@ -44,6 +45,14 @@ class Loader {
     return t;
   }
 
+  // A norm gain as F32; Gemma-style (1 + w) offsets are folded in (spec §2).
+  Buffer norm(const std::string& name, int64_t n) const {
+    Buffer b = get_f32(name, n);
+    if (cfg_.gemma_norm)
+      for (int64_t i = 0; i < n; ++i) b.f32()[i] += 1.0f;
+    return b;
+  }
+
   // A small tensor (norm gain, router, bias) converted to F32.
   Buffer get_f32(const std::string& name, int64_t n) const {
     Tensor t = get(name, {n});
@@ -75,8 +84,11 @@ class Loader {
       const int64_t so = (n_out + l.block_out - 1) / l.block_out;
       const int64_t si = (n_in + l.block_in - 1) / l.block_in;
       l.scale = get(sname, {so, si});
-      if (l.scale.dtype != DType::kF32)
+      if (cfg_.fp8.mx) {
+        l.scale = e8m0_to_f32(sname, l.scale);
+      } else if (l.scale.dtype != DType::kF32) {
         fail("tensor \"{}\" must be F32 block scales, found {}", sname, dtype_name(l.scale.dtype));
+      }
     } else if (store_.has(name + "_scale_inv")) {
       fail("tensor \"{}\" is {} but has a weight_scale_inv sibling; only F8_E4M3 weights carry "
            "scales", name, dtype_name(l.w.dtype));
@@ -85,6 +97,21 @@ class Loader {
   }
 
  private:
+  // MXFP8 scales: one E8M0 byte e per 1x32 block, value 2^(e - 127) (spec §5.2); 255 is NaN.
+  Tensor e8m0_to_f32(const std::string& name, const Tensor& t) const {
+    if (t.dtype != DType::kU8)
+      fail("tensor \"{}\" must be U8 E8M0 scales for mxfp8, found {}", name, dtype_name(t.dtype));
+    Buffer b(DType::kF32, {t.dim(0), t.dim(1)});
+    const uint8_t* e = t.ptr<uint8_t>();
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      if (e[i] == 255) fail("tensor \"{}\" holds the E8M0 NaN code 255 at element {}", name, i);
+      b.f32()[i] = std::ldexp(1.0f, int(e[i]) - 127);
+    }
+    Tensor v = b.t();
+    copies_.push_back(std::move(b));
+    return v;
+  }
+
   void check_float(const std::string& name, const Tensor& t, bool allow_fp8) const {
     const DType d = t.dtype;
     const bool ok = d == DType::kF32 || d == DType::kF16 || d == DType::kBF16 ||
@@ -106,17 +133,18 @@ ModelWeights load_weights(const std::string& dir, const ModelConfig& cfg,
   ModelWeights mw(TensorStore::open(dir));
   const Loader ld(mw.store, cfg, mw.copies);
   const int64_t d = cfg.d_model, qd = cfg.q_dim(), kvd = cfg.kv_dim(), f = cfg.ffn_dim;
+  const std::string& pre = cfg.tensor_prefix;  // "language_model." for M3, else ""
 
-  mw.embed = ld.get("model.embed_tokens.weight", {cfg.vocab_size, d});
+  mw.embed = ld.get(pre + "model.embed_tokens.weight", {cfg.vocab_size, d});
   if (mw.embed.dtype == DType::kF8E4M3 || mw.embed.dtype == DType::kI32 || mw.embed.dtype == DType::kI64 ||
       mw.embed.dtype == DType::kU8)
     fail("model.embed_tokens.weight has dtype {}, expected F32, F16 or BF16", dtype_name(mw.embed.dtype));
   mw.layers.resize(cfg.n_layers);
   for (int il = 0; il < cfg.n_layers; ++il) {
-    const std::string p = fmt::format("model.layers.{}.", il);
+    const std::string p = fmt::format("{}model.layers.{}.", pre, il);
     LayerWeights& lw = mw.layers[il];
-    lw.attn_norm = ld.get_f32(p + "input_layernorm.weight", d);
-    lw.ffn_norm = ld.get_f32(p + "post_attention_layernorm.weight", d);
+    lw.attn_norm = ld.norm(p + "input_layernorm.weight", d);
+    lw.ffn_norm = ld.norm(p + "post_attention_layernorm.weight", d);
     if (cfg.layer_kinds[il] == LayerKind::kLightning) {
       LightningWeights& a = lw.lin;
       a.qkv = ld.linear(p + "self_attn.qkv_proj.weight", 3 * qd, d);
@@ -130,9 +158,23 @@ ModelWeights load_weights(const std::string& dir, const ModelConfig& cfg,
       a.v = ld.linear(p + "self_attn.v_proj.weight", kvd, d);
       a.o = ld.linear(p + "self_attn.o_proj.weight", d, qd);
       if (cfg.use_qk_norm) {
-        a.q_norm = ld.get_f32(p + "self_attn.q_norm.weight", qd);
-        a.k_norm = ld.get_f32(p + "self_attn.k_norm.weight", kvd);
+        a.q_norm = ld.norm(p + "self_attn.q_norm.weight", cfg.qk_norm_per_head ? cfg.head_dim : qd);
+        a.k_norm = ld.norm(p + "self_attn.k_norm.weight", cfg.qk_norm_per_head ? cfg.head_dim : kvd);
       }
+      if (cfg.layer_kinds[il] == LayerKind::kSparse) {
+        const int64_t di = cfg.msa.index_dim;
+        a.iq = ld.linear(p + "self_attn.index_q_proj.weight", cfg.msa.index_heads * di, d);
+        a.ik = ld.linear(p + "self_attn.index_k_proj.weight", di, d);
+        a.iq_norm = ld.norm(p + "self_attn.index_q_norm.weight", di);
+        a.ik_norm = ld.norm(p + "self_attn.index_k_norm.weight", di);
+      }
+    }
+    if (!cfg.is_moe_layer(il)) {
+      lw.mlp.gate = ld.linear(p + "mlp.gate_proj.weight", cfg.dense_ffn_dim, d);
+      lw.mlp.up = ld.linear(p + "mlp.up_proj.weight", cfg.dense_ffn_dim, d);
+      lw.mlp.down = ld.linear(p + "mlp.down_proj.weight", d, cfg.dense_ffn_dim);
+      if (progress) progress(il + 1, cfg.n_layers);
+      continue;
     }
     MoeWeights& m = lw.moe;
     const std::string mp = p + "block_sparse_moe.";
@@ -146,13 +188,19 @@ ModelWeights load_weights(const std::string& dir, const ModelConfig& cfg,
       m.experts[e].w3 = ld.linear(ep + "w3.weight", f, d);
       m.experts[e].w2 = ld.linear(ep + "w2.weight", d, f);
     }
+    if (cfg.shared_ffn_dim > 0) {
+      const std::string sp = mp + "shared_experts.";
+      m.shared.gate = ld.linear(sp + "gate_proj.weight", cfg.shared_ffn_dim, d);
+      m.shared.up = ld.linear(sp + "up_proj.weight", cfg.shared_ffn_dim, d);
+      m.shared.down = ld.linear(sp + "down_proj.weight", d, cfg.shared_ffn_dim);
+    }
     if (progress) progress(il + 1, cfg.n_layers);
   }
-  mw.final_norm = ld.get_f32("model.norm.weight", d);
+  mw.final_norm = ld.norm(pre + "model.norm.weight", d);
   if (cfg.tie_word_embeddings) {
     mw.lm_head.w = mw.embed;
   } else {
-    mw.lm_head = ld.linear("lm_head.weight", cfg.vocab_size, d);
+    mw.lm_head = ld.linear(pre + "lm_head.weight", cfg.vocab_size, d);
   }
   return mw;
 }
@@ -162,16 +210,21 @@ ParamCounts count_params(const ModelConfig& c) {
   const int64_t d = c.d_model, L = c.n_layers;
   p.embedding = c.vocab_size * d;
   p.lm_head = c.tie_word_embeddings ? 0 : c.vocab_size * d;
-  const int64_t softmax = c.q_dim() * d + 2 * c.kv_dim() * d + d * c.q_dim() +
-                          (c.use_qk_norm ? c.q_dim() + c.kv_dim() : 0);
+  const int64_t qk_norm = !c.use_qk_norm ? 0 : c.qk_norm_per_head ? 2 * c.head_dim : c.q_dim() + c.kv_dim();
+  const int64_t softmax = c.q_dim() * d + 2 * c.kv_dim() * d + d * c.q_dim() + qk_norm;
+  const int64_t index = int64_t(c.msa.index_heads + 1) * c.msa.index_dim * d + 2 * c.msa.index_dim;
   const int64_t lightning = 3 * c.q_dim() * d + c.q_dim() * d + d * c.q_dim() + c.q_dim();
   const int n_lin = c.count_layers(LayerKind::kLightning);
-  p.attention = (L - n_lin) * softmax + n_lin * lightning;
+  const int n_sparse = c.count_layers(LayerKind::kSparse);
+  p.attention = (L - n_lin) * softmax + n_lin * lightning + n_sparse * index;
   p.norms = L * 2 * d + d;
-  p.router = L * (int64_t(c.n_experts) * d + (c.use_routing_bias ? c.n_experts : 0));
+  int64_t n_moe = 0;
+  for (int il = 0; il < L; ++il) n_moe += c.is_moe_layer(il);
+  p.router = n_moe * (int64_t(c.n_experts) * d + (c.use_routing_bias ? c.n_experts : 0));
   const int64_t expert = 3 * c.ffn_dim * d;
-  p.experts = L * c.n_experts * expert;
-  p.experts_active = L * c.n_experts_active * expert;
+  p.experts = n_moe * c.n_experts * expert;
+  p.experts_active = n_moe * c.n_experts_active * expert;
+  p.dense_mlp = (L - n_moe) * 3 * c.dense_ffn_dim * d + n_moe * 3 * c.shared_ffn_dim * d;
   return p;
 }
 

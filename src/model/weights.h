@@ -20,8 +20,20 @@ struct AttentionWeights {
   ops::Linear k;  // [kv_dim, d_model]
   ops::Linear v;  // [kv_dim, d_model]
   ops::Linear o;  // [d_model, q_dim]
-  Buffer q_norm;  // [q_dim] F32 (empty if !use_qk_norm)
-  Buffer k_norm;  // [kv_dim] F32
+  Buffer q_norm;  // [q_dim] F32, or [head_dim] when per-head (M3); empty if !use_qk_norm
+  Buffer k_norm;  // [kv_dim] F32, or [head_dim] when per-head
+  // MSA index branch (M3 sparse layers only)
+  ops::Linear iq;   // [index_heads * index_dim, d_model] index_q_proj
+  ops::Linear ik;   // [index_dim, d_model] index_k_proj (one key shared by the index heads)
+  Buffer iq_norm;   // [index_dim] F32 (Gemma offset folded)
+  Buffer ik_norm;   // [index_dim] F32
+};
+
+// A dense gated MLP: M3's first layers and its shared expert.
+struct MlpWeights {
+  ops::Linear gate;  // [ffn, d_model] gate_proj
+  ops::Linear up;    // [ffn, d_model] up_proj
+  ops::Linear down;  // [d_model, ffn] down_proj
 };
 
 // Lightning attention (Text-01 / M1, spec §3.2): fused per-head interleaved q|k|v projection.
@@ -43,6 +55,7 @@ struct MoeWeights {
   ops::Linear gate;   // view of gate_f32
   Buffer bias;        // [n_experts] F32 e_score_correction_bias (empty if unused)
   std::vector<ExpertWeights> experts;  // [n_experts]
+  MlpWeights shared;  // shared expert (M3; empty Linear weights when absent)
 };
 
 struct LayerWeights {
@@ -50,12 +63,13 @@ struct LayerWeights {
   Buffer ffn_norm;   // [d_model] F32 post_attention_layernorm
   AttentionWeights attn;  // softmax layers
   LightningWeights lin;   // lightning layers
-  MoeWeights moe;
+  MoeWeights moe;         // MoE layers
+  MlpWeights mlp;         // dense-MLP layers (M3 layers with moe_layer_freq 0)
 };
 
 struct ModelWeights {
   TensorStore store;  // owns the mappings every view below points into
-  std::vector<Buffer> copies;  // aligned copies of tensors whose file offset is misaligned
+  std::vector<Buffer> copies;  // aligned copies of misaligned tensors; MXFP8 scales as F32
   Tensor embed;       // [vocab_size, d_model] F32/F16/BF16
   std::vector<LayerWeights> layers;
   Buffer final_norm;  // [d_model] F32
@@ -78,10 +92,11 @@ struct ParamCounts {
   int64_t router = 0;      // gate + bias, all layers
   int64_t experts = 0;     // all routed experts, all layers
   int64_t experts_active = 0;  // the top-k experts of each layer
-  int64_t total() const { return embedding + lm_head + attention + norms + router + experts; }
+  int64_t dense_mlp = 0;       // dense MLPs and shared experts (always active)
+  int64_t total() const { return embedding + lm_head + attention + norms + router + experts + dense_mlp; }
   // Per token: everything but the inactive experts; the embedding is a row lookup, so it is
   // reported separately (active_no_embed excludes embedding and lm_head).
-  int64_t active_no_embed() const { return attention + norms + router + experts_active; }
+  int64_t active_no_embed() const { return attention + norms + router + experts_active + dense_mlp; }
 };
 ParamCounts count_params(const ModelConfig& cfg);
 

@@ -65,6 +65,13 @@ void glu_silu(const Tensor& gate, const Tensor& up, Tensor& out) {
   cpu::glu_silu(gate, up, out);
 }
 
+void glu_swiglu_oai(const Tensor& gate, const Tensor& up, float alpha, float limit, Tensor& out) {
+  check::same_f32(gate, up, "glu_swiglu_oai");
+  check::same_f32(gate, out, "glu_swiglu_oai");
+  if (use_ref()) return ref::glu_swiglu_oai(gate, up, alpha, limit, out);
+  cpu::glu_swiglu_oai(gate, up, alpha, limit, out);
+}
+
 void silu(Tensor& x) {
   MMX_CHECK(x.dtype == DType::kF32, "silu: x must be F32, got {}", dtype_name(x.dtype));
   if (use_ref()) return ref::silu(x);

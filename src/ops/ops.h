@@ -66,6 +66,11 @@ void add(Tensor& x, const Tensor& y);
 // out = silu(gate) * up, silu(g) = g / (1 + exp(-g)).  gate, up, out: [n, f] F32.
 void glu_silu(const Tensor& gate, const Tensor& up, Tensor& out);
 
+// SwiGLU-OAI, non-interleaved (MiniMax-M3, spec §5.7):
+//   g = min(gate, limit); u = clamp(up, -limit, limit); out = (u + 1) · g · sigmoid(alpha · g)
+// gate, up, out: [n, f] F32.
+void glu_swiglu_oai(const Tensor& gate, const Tensor& up, float alpha, float limit, Tensor& out);
+
 // x = silu(x) in place. x: any shape, F32.
 void silu(Tensor& x);
 
@@ -155,6 +160,7 @@ void matmul(const Tensor& x, const Linear& w, Tensor& y);
 void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& y);
 void add(Tensor& x, const Tensor& y);
 void glu_silu(const Tensor& gate, const Tensor& up, Tensor& out);
+void glu_swiglu_oai(const Tensor& gate, const Tensor& up, float alpha, float limit, Tensor& out);
 void silu(Tensor& x);
 void mul_sigmoid(Tensor& x, const Tensor& gate);
 void scale_add(Tensor& x, float a, const Tensor& y, float b);

@@ -9,6 +9,7 @@
 #include "base/error.h"
 #include "common.h"
 #include "engine/generate.h"
+#include "model/msa_stats.h"
 #include "ops/ops.h"
 #include "template/chat_template.h"
 #include "tokenizer/detokenizer.h"
@@ -26,6 +27,7 @@ struct Opts {
   bool ignore_eos = false;
   bool chat = false;
   bool show_prompt = false;
+  bool msa_stats = false;
 };
 
 void run_generate(const Opts& o) {
@@ -54,6 +56,7 @@ void run_generate(const Opts& o) {
   auto model = load_model(o.model, progress_bar, o.load);
   Sampler sampler(o.sp);
   GenerateStats st;
+  MsaStats::get().set_enabled(o.msa_stats);
   std::optional<tok::Detokenizer> detok;
   if (tokenizer && o.ids.empty()) detok.emplace(*tokenizer, /*skip_special_tokens=*/false);
   bool first = true;
@@ -74,6 +77,13 @@ void run_generate(const Opts& o) {
     std::fprintf(stderr, "prefill %lld tokens in %.3f s (%.1f tok/s); decode %lld tokens in %.3f s (%.1f tok/s)\n",
                  (long long)st.n_prompt, st.prefill_s, st.n_prompt / st.prefill_s, (long long)st.n_generated,
                  st.decode_s, st.n_generated > 1 ? (st.n_generated - 1) / st.decode_s : 0.0);
+  if (o.msa_stats) {
+    if (MsaStats::get().layers().empty())
+      std::fprintf(stderr, "--msa-stats: this model has no sparse-attention (MSA) layers\n");
+    else
+      std::fprintf(stderr, "MSA selection vs full attention (prefill + decode queries):\n%s",
+                   MsaStats::get().report().c_str());
+  }
 }
 }  // namespace
 
@@ -98,6 +108,10 @@ void add_generate(CLI::App& app, Action& action) {
   add_load_options(c, &o->load);
   c->add_flag("--stats", o->stats, "Print prefill/decode speed on stderr");
   c->add_flag("--ignore-eos", o->ignore_eos, "Do not stop at the end-of-sequence token");
+  c->add_flag("--msa-stats", o->msa_stats,
+              "MiniMax-M3: per sparse layer and GQA group, recall of the true top-16 blocks and the "
+              "attention-mass coverage of the indexer's selection, and index vs attention time "
+              "(slow: runs full fp64 attention alongside)");
   c->callback([o, &action] { action = [o] { run_generate(*o); }; });
 }
 

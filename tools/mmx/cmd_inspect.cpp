@@ -37,6 +37,7 @@ void add_inspect(CLI::App& app, Action& action) {
       std::printf("  lm_head           %s%s\n", billions(p.lm_head).c_str(), cfg.tie_word_embeddings ? " (tied)" : "");
       std::printf("  attention         %s\n", billions(p.attention).c_str());
       std::printf("  routed experts    %s\n", billions(p.experts).c_str());
+      if (p.dense_mlp) std::printf("  dense/shared MLP  %s\n", billions(p.dense_mlp).c_str());
       std::printf("  router + norms    %s\n", billions(p.router + p.norms).c_str());
       std::printf("  total             %s\n", billions(p.total()).c_str());
       std::printf("  active per token  %s without embedding/lm_head; %s with lm_head; %s with both\n",

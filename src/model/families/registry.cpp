@@ -20,6 +20,7 @@ std::unique_ptr<Model> load_model(const std::string& dir, void (*progress)(int, 
   switch (cfg.family) {
     case Family::kMiniMaxM2: return make_minimax_m2(std::move(cfg), std::move(w));
     case Family::kMiniMaxText01: return make_minimax_text01(std::move(cfg), std::move(w));
+    case Family::kMiniMaxM3: return make_minimax_m3(std::move(cfg), std::move(w));
   }
   fail("unsupported model family");
 }

@@ -10,5 +10,6 @@ namespace mmx {
 
 std::unique_ptr<Model> make_minimax_m2(ModelConfig cfg, ModelWeights weights);
 std::unique_ptr<Model> make_minimax_text01(ModelConfig cfg, ModelWeights weights);
+std::unique_ptr<Model> make_minimax_m3(ModelConfig cfg, ModelWeights weights);
 
 }  // namespace mmx

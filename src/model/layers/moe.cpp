@@ -8,7 +8,8 @@
 namespace mmx::layers {
 
 namespace {
-enum Slot { kLogits = 200, kIds, kWeights, kCount, kFill, kRows, kScale, kXe, kGate, kUp, kAct, kYe };
+enum Slot { kLogits = 200, kIds, kWeights, kCount, kFill, kRows, kScale, kXe, kGate, kUp, kAct, kYe,
+            kShared, kSharedMlp };
 }
 
 void moe(const Tensor& x, const MoeWeights& w, const MoeParams& p, int il, Scratch& s, Tensor& out) {
@@ -60,9 +61,15 @@ void moe(const Tensor& x, const MoeWeights& w, const MoeParams& p, int il, Scrat
     ops::rows_gather(x, rows_e, xe);
     ops::matmul(xe, ew.w1, g);
     ops::matmul(xe, ew.w3, u);
-    ops::glu_silu(g, u, a);
+    ffn_activation(g, u, p.act, a);
     ops::matmul(a, ew.w2, ye);
     ops::rows_scatter_add(ye, rows_e, scale_e, out);
+  }
+  if (!w.shared.gate.w.empty()) {
+    Tensor sh = s.f32(kShared, {n, d});  // [n, d_model]
+    mlp(x, w.shared, p.act, kSharedMlp, s, sh);
+    trace(sh, "shared_expert_out", il);
+    ops::add(out, sh);
   }
 }
 

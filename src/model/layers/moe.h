@@ -4,6 +4,7 @@
 // forward, whatever the number of tokens routed to it.
 #pragma once
 
+#include "model/layers/mlp.h"
 #include "model/weights.h"
 #include "tensor/scratch.h"
 
@@ -14,8 +15,11 @@ struct MoeParams {
   int64_t ffn_dim = 0;
   float routed_scaling_factor = 1.0f;
   RouterKind router = RouterKind::kSigmoidBias;
+  FfnActParams act;  // expert (and shared expert) activation
 };
 
+// out = routed_scaling_factor · Σ_sel w_e · expert_e(x) + shared_expert(x) (M3: the shared expert
+// is neither scaled nor gated; absent for M2 / Text-01).
 // x: [n_tokens, d_model] normed input; out: [n_tokens, d_model] (overwritten).
 void moe(const Tensor& x, const MoeWeights& w, const MoeParams& p, int il, Scratch& scratch,
          Tensor& out);

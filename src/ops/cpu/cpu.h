@@ -41,6 +41,7 @@ void gemm(const Tensor& x, const Linear& w, Tensor& y);  // x: [n, n_in]; y: [n,
 void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& y);
 void add(Tensor& x, const Tensor& y);
 void glu_silu(const Tensor& gate, const Tensor& up, Tensor& out);
+void glu_swiglu_oai(const Tensor& gate, const Tensor& up, float alpha, float limit, Tensor& out);
 void silu(Tensor& x);
 void mul_sigmoid(Tensor& x, const Tensor& gate);
 void scale_add(Tensor& x, float a, const Tensor& y, float b);

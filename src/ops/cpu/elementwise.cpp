@@ -97,6 +97,19 @@ static void for_chunks(int64_t n, F f) {
   for (int64_t c = 0; c < n_chunks; ++c) f(c * kChunk, std::min(n, (c + 1) * kChunk));
 }
 
+void glu_swiglu_oai(const Tensor& gate, const Tensor& up, float alpha, float limit, Tensor& out) {
+  const float* gp = gate.f32();
+  const float* up_p = up.f32();
+  float* op = out.f32();
+  for_chunks(gate.numel(), [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const float g = std::min(gp[i], limit);
+      const float u = std::min(std::max(up_p[i], -limit), limit);
+      op[i] = (u + 1.0f) * g / (1.0f + exp_scalar(-alpha * g));
+    }
+  });
+}
+
 void silu(Tensor& x) {
   float* p = x.f32();
   for_chunks(x.numel(), [&](int64_t i0, int64_t i1) {

@@ -1,6 +1,7 @@
 // Reference elementwise and norm ops in fp64: rms_norm, add, glu_silu, silu, mul_sigmoid,
 // scale_add.
 // Not here: anything vectorized or threaded.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -35,6 +36,16 @@ void glu_silu(const Tensor& gate, const Tensor& up, Tensor& out) {
   for (int64_t i = 0; i < gate.numel(); ++i) {
     const double g = gate.f32()[i];
     out.f32()[i] = float(g / (1.0 + std::exp(-g)) * double(up.f32()[i]));
+  }
+}
+
+void glu_swiglu_oai(const Tensor& gate, const Tensor& up, float alpha, float limit, Tensor& out) {
+  check::same_f32(gate, up, "glu_swiglu_oai");
+  check::same_f32(gate, out, "glu_swiglu_oai");
+  for (int64_t i = 0; i < gate.numel(); ++i) {
+    const double g = std::min(double(gate.f32()[i]), double(limit));
+    const double u = std::min(std::max(double(up.f32()[i]), -double(limit)), double(limit));
+    out.f32()[i] = float((u + 1.0) * g / (1.0 + std::exp(-double(alpha) * g)));
   }
 }
 

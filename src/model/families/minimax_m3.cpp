@@ -1,0 +1,103 @@
+// MiniMax-M3 text backbone (spec §5.4): pre-norm decoder with Gemma (1 + w) norms (folded at load),
+//   x  = embed(tokens)
+//   per layer: h = x + Attn_L(GRMS_in(x));  x = h + FFN_L(GRMS_post(h))
+//   logits = lm_head(GRMS_final(x))
+// Attn_L is dense GQA or MSA (layers/attention_msa) over the block-major paged KV; FFN_L is the
+// dense SwiGLU-OAI MLP or the sigmoid-routed MoE ×routed_scaling_factor plus the shared expert.
+// MTP modules are not loaded here (spec §5.8). This file composes layers and ops only.
+#include "model/families/registry.h"
+#include "model/layers/attention_msa.h"
+#include "model/layers/mlp.h"
+#include "model/layers/moe.h"
+#include "model/trace.h"
+#include "ops/ops.h"
+
+namespace mmx {
+
+namespace {
+
+enum Slot { kX = 0, kH, kBranch, kLast, kMlp = 300 };
+
+class MiniMaxM3 final : public Model {
+ public:
+  MiniMaxM3(ModelConfig cfg, ModelWeights w) : cfg_(std::move(cfg)), w_(std::move(w)) {
+    attn_.n_heads = cfg_.n_heads;
+    attn_.n_kv_heads = cfg_.n_kv_heads;
+    attn_.head_dim = cfg_.head_dim;
+    attn_.rotary_dim = cfg_.rotary_dim;
+    attn_.rope_theta = cfg_.rope_theta;
+    attn_.norm_eps = cfg_.norm_eps;
+    attn_.qk_norm = cfg_.use_qk_norm;
+    attn_.page = cfg_.kv_page();
+    attn_.index_dim = cfg_.msa.index_dim;
+    attn_.topk = cfg_.msa.topk;
+    act_.act = cfg_.ffn_act;
+    act_.alpha = cfg_.swiglu_alpha;
+    act_.limit = cfg_.swiglu_limit;
+    moe_.n_experts = cfg_.n_experts;
+    moe_.n_experts_active = cfg_.n_experts_active;
+    moe_.ffn_dim = cfg_.ffn_dim;
+    moe_.routed_scaling_factor = cfg_.routed_scaling_factor;
+    moe_.router = RouterKind::kSigmoidBias;
+    moe_.act = act_;
+  }
+
+  const ModelConfig& config() const override { return cfg_; }
+
+  void forward(const ForwardBatch& batch, KvCache& kv, Tensor& logits) override {
+    const int64_t n = batch.n_tokens(), d = cfg_.d_model;
+    validate_token_ids(batch.tokens, cfg_.vocab_size);
+    if (batch.pos0 != kv.n_past())
+      fail("batch starts at position {} but the cache holds {} tokens", batch.pos0, kv.n_past());
+    if (batch.pos0 + n > kv.capacity())
+      fail("context full: {} + {} tokens exceed the cache capacity {}", batch.pos0, n, kv.capacity());
+    MMX_CHECK(logits.dim(0) == batch.n_logit_rows() && logits.dim(1) == cfg_.vocab_size,
+              "logits {}", logits.shape_str());
+
+    Tensor x = s_.f32(kX, {n, d});        // [n, d_model] residual stream
+    Tensor h = s_.f32(kH, {n, d});        // [n, d_model] normed sub-layer input
+    Tensor br = s_.f32(kBranch, {n, d});  // [n, d_model] branch output
+    ops::embedding(w_.embed, batch.tokens, x);
+    trace(x, "embed");
+    for (int il = 0; il < cfg_.n_layers; ++il) {
+      const LayerWeights& lw = w_.layers[il];
+      ops::rms_norm(x, lw.attn_norm, cfg_.norm_eps, h);
+      trace(h, "attn_norm", il);
+      layers::attention_msa(h, lw.attn, attn_, cfg_.layer_kinds[il] == LayerKind::kSparse, batch, kv, il,
+                            s_, br);
+      trace(br, "attn_out", il);
+      ops::add(x, br);
+      ops::rms_norm(x, lw.ffn_norm, cfg_.norm_eps, h);
+      trace(h, "ffn_norm", il);
+      if (cfg_.is_moe_layer(il)) layers::moe(h, lw.moe, moe_, il, s_, br);
+      else layers::mlp(h, lw.mlp, act_, kMlp, s_, br);
+      trace(br, "ffn_out", il);
+      ops::add(x, br);
+      trace(x, "layer_out", il);
+    }
+    kv.set_n_past(batch.pos0 + n);
+
+    Tensor rows = batch.all_logits ? x : x.rows_range(n - 1, n);  // [n_logit_rows, d_model]
+    Tensor hn = s_.f32(kLast, {rows.dim(0), d});
+    ops::rms_norm(rows, w_.final_norm, cfg_.norm_eps, hn);
+    trace(hn, "final_norm");
+    ops::matmul(hn, w_.lm_head, logits);
+    trace(logits, "logits");
+  }
+
+ private:
+  ModelConfig cfg_;
+  ModelWeights w_;
+  layers::MsaAttentionParams attn_;
+  layers::FfnActParams act_;
+  layers::MoeParams moe_;
+  Scratch s_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> make_minimax_m3(ModelConfig cfg, ModelWeights weights) {
+  return std::make_unique<MiniMaxM3>(std::move(cfg), std::move(weights));
+}
+
+}  // namespace mmx

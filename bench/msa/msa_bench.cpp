@@ -177,8 +177,8 @@ int main(int argc, char** argv) {
     fmt::print("\n");
   }
 
-  // ---- 3. retrieval: needles planted far back ----
-  {
+  // ---- 3. retrieval: needles planted far back (needs >= 32 blocks) ----
+  if (std::min<int64_t>(65536, max_ctx) >= 32 * kB) {
     const int64_t T = std::min<int64_t>(65536, max_ctx), n_q = 4, n_needles = 8;
     const int64_t n_blocks = T / kB;
     std::mt19937_64 rng(9);

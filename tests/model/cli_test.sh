@@ -21,6 +21,17 @@ for sub in generate logits make-tiny inspect bench tokenize detokenize chat-temp
 done
 check "inspect real M2 config" 0 "total             228.690 B" -- "$MMX" inspect -m "$SRC/tests/data/minimax_m2_config"
 check "inspect active" 0 "9.801 B without embedding" -- "$MMX" inspect -m "$SRC/tests/data/minimax_m2_config"
+check "inspect real Text-01/M1 config" 0 "total             456.090 B" -- "$MMX" inspect -m "$SRC/tests/data/minimax_text01_config"
+check "inspect Text-01 layers" 0 "80 = 70 lightning + 10 softmax" -- "$MMX" inspect -m "$SRC/tests/data/minimax_text01_config"
+check "inspect Text-01 active" 0 "45.945 B without embedding" -- "$MMX" inspect -m "$SRC/tests/data/minimax_text01_config"
+check "text01 refuses fp8" 1 "error:" -- "$MMX" make-tiny --arch minimax_text01 --dtype fp8 -o "$W/t01fp8"
+"$MMX" make-tiny --arch minimax_text01 -o "$W/t01" --seed 3 >/dev/null 2>&1
+check "text01 generate" 0 "" -- "$MMX" generate -m "$W/t01" --ids 1,2,3 -n 4 --temp 0 --lightning-block 2
+check "text01 bad lightning block" 1 "lightning-block" -- "$MMX" generate -m "$W/t01" --ids 1 --lightning-block 0
+"$MMX" make-tiny --arch minimax_m3 -o "$W/m3" --seed 3 --dtype mxfp8 >/dev/null 2>&1
+check "m3 generate --msa-stats" 0 "mass coverage" -- "$MMX" generate -m "$W/m3" --ids 1,2,3 -n 20 --temp 0 --msa-stats
+check "m3 inspect" 0 "3 sparse layers" -- "$MMX" inspect -m "$W/m3"
+check "msa-stats without MSA" 0 "no sparse-attention" -- "$MMX" generate -m "$W/t01" --ids 1,2 -n 2 --msa-stats
 check "missing model dir" 1 "error: cannot open" -- "$MMX" generate -m "$W/nope" --ids 1
 "$MMX" make-tiny -o "$W/tiny" --seed 3 >/dev/null 2>&1
 check "bad id list" 1 "error: --ids" -- "$MMX" generate -m "$W/tiny" --ids 1,x,3

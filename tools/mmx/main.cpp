@@ -5,7 +5,7 @@
 #include "common.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"mmx — run MiniMax models (M2 family) on the CPU, exactly.\n"
+  CLI::App app{"mmx — run MiniMax models (Text-01/M1, M2 family, M3) on the CPU, exactly.\n"
                "Run `mmx <command> --help` for the options of each command."};
   app.require_subcommand(1);
   mmx::cli::Action action;
@@ -19,7 +19,8 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    const int rc = app.exit(e);  // prints the message (or the help text, rc 0)
+    return rc == 0 ? 0 : 1;      // one exit status for every usage error
   }
   try {
     action();

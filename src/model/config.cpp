@@ -228,8 +228,9 @@ std::string config_summary(const ModelConfig& c) {
                    : c.fp8.mx     ? std::string("mxfp8: e4m3, one e8m0 scale per 1x32 (held as f32)")
                                   : fmt::format("fp8 e4m3, {}x{} block scales", c.fp8.block_out, c.fp8.block_in));
   if (c.n_mtp_modules)
-    s += fmt::format("mtp               config declares {} modules (no weights are released; unused)\n",
-                     c.n_mtp_modules);
+    s += fmt::format("mtp               config declares {} modules ({})\n", c.n_mtp_modules,
+                     c.family == Family::kMiniMaxM3 ? "model.mtp.* tensors are not loaded yet"
+                                                    : "no weights are released; unused");
   return s;
 }
 

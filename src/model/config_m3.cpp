@@ -167,6 +167,7 @@ void parse_m3(const json& j, const json& top, const Reader& r, ModelConfig& c, s
   if (r.integer_or("num_expert_group", 1, 1, 65536) > 1 || r.integer_or("topk_group", 1, 1, 65536) > 1)
     fail("{}: group-limited routing (num_expert_group/topk_group > 1) is not supported", where);
 
+  c.n_mtp_modules = int(r.integer_or("num_mtp_modules", 0, 0, 64));
   for (const json* q : {&top, &j})
     if (q->contains("quantization_config") && !(*q)["quantization_config"].is_null())
       parse_mxfp8((*q)["quantization_config"], where, c);

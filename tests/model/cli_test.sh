@@ -24,6 +24,8 @@ check "inspect active" 0 "9.801 B without embedding" -- "$MMX" inspect -m "$SRC/
 check "inspect real Text-01/M1 config" 0 "total             456.090 B" -- "$MMX" inspect -m "$SRC/tests/data/minimax_text01_config"
 check "inspect Text-01 layers" 0 "80 = 70 lightning + 10 softmax" -- "$MMX" inspect -m "$SRC/tests/data/minimax_text01_config"
 check "inspect Text-01 active" 0 "45.945 B without embedding" -- "$MMX" inspect -m "$SRC/tests/data/minimax_text01_config"
+check "inspect real M3 config" 0 "total             426.175 B" -- "$MMX" inspect -m "$SRC/tests/data/minimax_m3_config"
+check "inspect M3 msa" 0 "57 sparse layers: 4 index heads x 128, top-16 blocks of 128" -- "$MMX" inspect -m "$SRC/tests/data/minimax_m3_config"
 check "text01 refuses fp8" 1 "error:" -- "$MMX" make-tiny --arch minimax_text01 --dtype fp8 -o "$W/t01fp8"
 "$MMX" make-tiny --arch minimax_text01 -o "$W/t01" --seed 3 >/dev/null 2>&1
 check "text01 generate" 0 "" -- "$MMX" generate -m "$W/t01" --ids 1,2,3 -n 4 --temp 0 --lightning-block 2

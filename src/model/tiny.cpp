@@ -247,8 +247,13 @@ TinyOptions tiny_defaults(const std::string& arch) {
   TinyOptions t;
   t.arch = arch;
   if (arch == "minimax_m2") return t;
+  if (arch == "minimax_m3") {  // n_dense_layers, dense/shared widths, index and MSA fields: TinyOptions
+    t.n_layers = 4, t.d_model = 64, t.n_heads = 8, t.n_kv_heads = 2, t.head_dim = 16;
+    t.rotary_dim = 8, t.ffn_dim = 32, t.n_experts = 8, t.n_experts_active = 2, t.vocab_size = 512;
+    return t;
+  }
   if (!tiny_is_text01(arch))
-    fail("make-tiny: unknown --arch \"{}\" (supported: minimax_m2, minimax_text01, minimax_m1)", arch);
+    fail("make-tiny: unknown --arch \"{}\" (supported: minimax_m2, minimax_text01, minimax_m1, minimax_m3)", arch);
   t.n_layers = 8, t.d_model = 64, t.n_heads = 4, t.n_kv_heads = 2, t.head_dim = 16;
   t.rotary_dim = 8, t.ffn_dim = 32, t.n_experts = 8, t.n_experts_active = 2, t.vocab_size = 512;
   t.full_attn_interval = 4;
@@ -257,8 +262,9 @@ TinyOptions tiny_defaults(const std::string& arch) {
 
 void write_tiny_checkpoint(const TinyOptions& o) {
   if (tiny_is_text01(o.arch)) return write_tiny_text01(o);
+  if (o.arch == "minimax_m3") return write_tiny_m3(o);
   if (o.arch != "minimax_m2")
-    fail("make-tiny: unknown --arch \"{}\" (supported: minimax_m2, minimax_text01, minimax_m1)", o.arch);
+    fail("make-tiny: unknown --arch \"{}\" (supported: minimax_m2, minimax_text01, minimax_m1, minimax_m3)", o.arch);
   if (o.dtype != "f32" && o.dtype != "f16" && o.dtype != "bf16" && o.dtype != "fp8")
     fail("make-tiny: unknown --dtype \"{}\" (supported: f32, f16, bf16, fp8)", o.dtype);
   if (o.fp8_block <= 0) fail("make-tiny: --fp8-block must be positive");

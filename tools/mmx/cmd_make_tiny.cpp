@@ -11,11 +11,15 @@ void add_make_tiny(CLI::App& app, Action& action) {
   CLI::App* c = app.add_subcommand("make-tiny", "Write a seeded tiny random checkpoint (HF layout, real tensor names)");
   c->add_option("--arch", o->arch,
                  "Model family: minimax_m2 (default), minimax_text01 or minimax_m1 (lightning hybrid; "
-                 "tiny defaults 8 layers with softmax at 3 and 7, 4 heads, f32/f16/bf16 only)")
-      ->check(CLI::IsMember({"minimax_m2", "minimax_text01", "minimax_m1"}));
+                 "tiny defaults 8 layers with softmax at 3 and 7, 4 heads, f32/f16/bf16 only), "
+                 "minimax_m3 (MSA; tiny defaults 4 layers, layer 0 dense, MSA block 4 top-3; "
+                 "f32/f16/bf16/mxfp8)")
+      ->check(CLI::IsMember({"minimax_m2", "minimax_text01", "minimax_m1", "minimax_m3"}));
   c->add_option("-o,--out", o->out_dir, "Output directory")->required();
-  c->add_option("--dtype", o->dtype, "Weight dtype: f32, f16, bf16 or fp8 (e4m3 + block scales)")
-      ->check(CLI::IsMember({"f32", "f16", "bf16", "fp8"}));
+  c->add_option("--dtype", o->dtype,
+                 "Weight dtype: f32, f16, bf16, fp8 (M2: e4m3 + block scales) or mxfp8 (M3: e4m3 + "
+                 "1x32 E8M0 scales)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "fp8", "mxfp8"}));
   c->add_option("--seed", o->seed, "Random seed");
   c->add_option("--fp8-block", o->fp8_block, "FP8 block size (weight_block_size [b, b]); real M2 uses 128")
       ->check(CLI::PositiveNumber);
@@ -35,12 +39,16 @@ void add_make_tiny(CLI::App& app, Action& action) {
   c->add_flag("--hf-keys", o->hf_keys,
               "minimax_text01/minimax_m1: write the transformers -hf config spelling (layer_types, "
               "*_alpha_factor/*_beta_factor) instead of attn_type_list/layernorm_*_alpha/postnorm");
+  c->add_option("--msa-block", o->msa_block, "minimax_m3: sparse_block_size (default 4)")
+      ->check(CLI::Range(1, 1 << 16));
+  c->add_option("--msa-topk", o->msa_topk, "minimax_m3: sparse_topk_blocks (default 3)")
+      ->check(CLI::Range(1, 1 << 16));
   auto m2_slice = std::make_shared<bool>(false);
   c->add_flag("--m2-slice", *m2_slice,
               "Real MiniMax-M2 widths (hidden 3072, 48/8 heads, 256 experts x 1536, top-8, vocab 200064), "
               "fp8 128x128 with synthetic values, 2 layers unless --layers is given (~3.6 GB a layer)");
   c->callback([o, m2_slice, c, &action] {
-    if (tiny_is_text01(o->arch)) {
+    if (tiny_is_text01(o->arch) || o->arch == "minimax_m3") {
       // The family's tiny shape, except for what was given on the command line.
       const TinyOptions d = tiny_defaults(o->arch);
       const std::pair<const char*, int TinyOptions::*> shape[] = {
@@ -53,6 +61,8 @@ void add_make_tiny(CLI::App& app, Action& action) {
       for (const auto& [flag, field] : shape)
         if (!c->count(flag)) (*o).*field = d.*field;
       if (*m2_slice) throw CLI::ValidationError("--m2-slice", "only for --arch minimax_m2");
+      if (o->hf_keys && !tiny_is_text01(o->arch))
+        throw CLI::ValidationError("--hf-keys", "only for --arch minimax_text01 / minimax_m1");
     } else if (o->hf_keys) {
       throw CLI::ValidationError("--hf-keys", "only for --arch minimax_text01 / minimax_m1");
     }

@@ -1,0 +1,70 @@
+// The engine as the HTTP server sees it: submit a tokenized request, receive its tokens as
+// events, cancel it. Thread-safe; events are delivered on the engine's thread (the callback must
+// not block — push into a queue). The serving issue's Engine implements this; tests use fakes.
+//
+// Not here: text, chat templates, output parsing, stop strings — the server owns those; the
+// engine sees token ids only (DESIGN: the model sees tensors, the engine sees ids).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/sampler.h"
+
+namespace mmx {
+
+struct GenRequest {
+  std::vector<int32_t> prompt;      // validated ids, non-empty
+  SamplingParams sampling;
+  int64_t max_tokens = 16;          // >= 1; the engine also stops at the context limit
+  std::vector<int32_t> stop_ids;    // finish with reason "stop" after emitting one of these
+  int top_logprobs = 0;             // 0..20: alternatives per emitted token (logprobs always sent)
+  int64_t priority = 0;             // reserved (fair FIFO today)
+};
+
+struct TokenLogprob {
+  int32_t id = 0;
+  float logprob = 0;  // log-softmax of the raw logits (before temperature / filters)
+};
+
+struct GenEvent {
+  enum Kind : uint8_t { kToken, kDone, kError } kind = kToken;
+  // kToken
+  int32_t token = 0;
+  float logprob = 0;
+  std::vector<TokenLogprob> top;  // top_logprobs alternatives, descending
+  // kDone
+  std::string finish_reason;      // "stop" (stop id / eos), "length" (max_tokens or context)
+  int64_t n_prompt = 0;           // prompt tokens
+  int64_t n_cached = 0;           // prompt tokens served from the prefix cache
+  int64_t n_generated = 0;
+  // kError
+  std::string error;              // user-facing message
+  int http_status = 500;          // 400 (bad request), 429 (queue full), 500
+};
+
+struct EngineMetrics {
+  int64_t requests_waiting = 0, requests_running = 0;
+  int64_t kv_pages_used = 0, kv_pages_total = 0;
+  int64_t prefix_hits_tokens = 0, prefix_lookup_tokens = 0;
+  int64_t last_batch_tokens = 0, last_batch_seqs = 0;
+};
+
+class EngineApi {
+ public:
+  virtual ~EngineApi() = default;
+  // Returns a request id. `on_event` receives kToken events, then exactly one kDone or kError.
+  // Throws nothing: a request that cannot be accepted gets a kError event (e.g. 429 queue full,
+  // 400 prompt longer than the context).
+  virtual uint64_t submit(GenRequest r, std::function<void(const GenEvent&)> on_event) = 0;
+  // Stops the request (client gone or stop string hit) and frees its memory at once. Idempotent;
+  // once it returns, no further events are delivered for that id.
+  virtual void cancel(uint64_t id) = 0;
+  virtual EngineMetrics metrics() const = 0;
+  virtual int64_t context_limit() const = 0;  // max prompt + generated tokens per request
+};
+
+}  // namespace mmx

@@ -1,5 +1,7 @@
 #include "model/trace.h"
 
+#include <filesystem>
+
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -12,7 +14,12 @@ namespace {
 std::string g_dir;
 }
 
-void trace_set_dir(const std::string& dir) { g_dir = dir; }
+void trace_set_dir(const std::string& dir) {
+  std::error_code ec;
+  if (!dir.empty()) std::filesystem::create_directories(dir, ec);
+  if (ec) fail("cannot create the dump directory {}: {}", dir, ec.message());
+  g_dir = dir;
+}
 bool trace_enabled() { return !g_dir.empty(); }
 
 // Writes a little-endian float32 .npy (format version 1.0).

@@ -21,7 +21,7 @@
 //       S = λ^m·S_prev + (K ⊙ λ^(m-1-j))ᵀ·V                                  [d × d]
 //     i.e. four small GEMMs per head and block (m×d·d×m, m×m·m×d, m×d·d×d, d×m·m×d), done by
 //     one AVX2 register-tiled micro-kernel (kTileM rows × 16 columns) on padded scratch copies
-//     whose B operands are packed in 16-column panels.
+//     (V and S packed in 16-column panels; see BlockScratch).
 //     Only the causal triangle of Q·Kᵀ and P·V is computed (to tile granularity).
 //
 // Decay factors are computed as exp(-s·a) in double for a >= 0 and stored as float: they lie in
@@ -94,15 +94,13 @@ void decode_token(int64_t d, Decay lambda, const float* q, const float* k, const
 }
 
 // ---------------------------------------------------------------------------------------------
-// Prefill GEMM micro-kernel:
-//   C[R × 16] = beta·C + A[R × K]·B[K × 16]
-//   A: row stride lda; B: row stride ldb (16 contiguous columns); C: row stride ldc.
-//   beta == 0: C is only written (it may hold garbage).
+// Prefill GEMM micro-kernels on an R × 16 tile of C held in 2·R AVX2 registers:
+//   A: [R × K], row stride lda;  B: [K × 16], row stride ldb;  C: row stride ldc.
+
+// c0/c1 (columns 0-7 / 8-15 of each row) += A·B.
 template <int R>
-inline void micro(int64_t K, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
-                  int64_t ldc, float beta) {
-  __m256 c0[R], c1[R];
-  for (int r = 0; r < R; ++r) c0[r] = c1[r] = _mm256_setzero_ps();
+inline void mac(int64_t K, const float* a, int64_t lda, const float* b, int64_t ldb, __m256 (&c0)[R],
+                __m256 (&c1)[R]) {
   for (int64_t k = 0; k < K; ++k) {
     const __m256 b0 = _mm256_loadu_ps(b + k * ldb), b1 = _mm256_loadu_ps(b + k * ldb + 8);
     for (int r = 0; r < R; ++r) {
@@ -111,6 +109,23 @@ inline void micro(int64_t K, const float* a, int64_t lda, const float* b, int64_
       c1[r] = _mm256_fmadd_ps(ar, b1, c1[r]);
     }
   }
+}
+
+template <int R>
+inline void store_tile(float* c, int64_t ldc, const __m256 (&c0)[R], const __m256 (&c1)[R]) {
+  for (int r = 0; r < R; ++r) {
+    _mm256_storeu_ps(c + r * ldc, c0[r]);
+    _mm256_storeu_ps(c + r * ldc + 8, c1[r]);
+  }
+}
+
+// C = beta·C + A·B; beta == 0: C is only written (it may hold garbage).
+template <int R>
+inline void micro(int64_t K, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+                  int64_t ldc, float beta) {
+  __m256 c0[R], c1[R];
+  for (int r = 0; r < R; ++r) c0[r] = c1[r] = _mm256_setzero_ps();
+  mac<R>(K, a, lda, b, ldb, c0, c1);
   if (beta != 0.0f) {
     const __m256 bb = _mm256_set1_ps(beta);
     for (int r = 0; r < R; ++r) {
@@ -118,10 +133,19 @@ inline void micro(int64_t K, const float* a, int64_t lda, const float* b, int64_
       c1[r] = _mm256_fmadd_ps(bb, _mm256_loadu_ps(c + r * ldc + 8), c1[r]);
     }
   }
-  for (int r = 0; r < R; ++r) {
-    _mm256_storeu_ps(c + r * ldc, c0[r]);
-    _mm256_storeu_ps(c + r * ldc + 8, c1[r]);
-  }
+  store_tile<R>(c, ldc, c0, c1);
+}
+
+// C = A1·B1 + A2·B2 (one accumulation, C written once).
+template <int R>
+inline void micro2(int64_t k1, const float* a1, int64_t lda1, const float* b1, int64_t ldb1,
+                   int64_t k2, const float* a2, int64_t lda2, const float* b2, int64_t ldb2, float* c,
+                   int64_t ldc) {
+  __m256 c0[R], c1[R];
+  for (int r = 0; r < R; ++r) c0[r] = c1[r] = _mm256_setzero_ps();
+  mac<R>(k1, a1, lda1, b1, ldb1, c0, c1);
+  mac<R>(k2, a2, lda2, b2, ldb2, c0, c1);
+  store_tile<R>(c, ldc, c0, c1);
 }
 
 // Calls f(std::integral_constant<int, R>, i0) for row tiles [i0, i0 + R) covering [0, M):
@@ -141,17 +165,19 @@ inline void for_row_tiles(int64_t M, F&& f) {
 }
 
 // Per-thread scratch for one head's blockwise evaluation, dp = round_up(d, 16),
-// mb = block length (<= kMaxBlock), mp = round_up(mb, 16). Everything the micro-kernel reads as
-// its B operand is stored as column panels of 16: panel p = columns [16p, 16p + 16) as
-// [rows][16] contiguous, so a panel streams sequentially (a row-major [·, 128] operand would
-// walk 512-byte strides that alias to a few L1 sets). Padding rows/columns are zero.
+// mb = block length (<= kMaxBlock), mp = round_up(m, 16) for the current block. V and S, the
+// B operands of the d-wide products, are stored as column panels of 16: panel p = columns
+// [16p, 16p + 16) as [rows][16] contiguous, so a panel streams sequentially (a row-major
+// [·, 128] operand walks 512-byte strides that alias to a few L1 sets). Kᵀ is row-major with a
+// row stride of mp + 16 floats (never a multiple of 1 KiB) so that it serves both as the B
+// operand of Q·Kᵀ (16-key column slices) and as the A operand of the state update.
+// Padding rows/columns are zero. ~0.65 MiB for d = 128, block 256.
 struct BlockScratch {
   float* q;    // [mb, dp]                Q, then Q ⊙ λ^(i+1)                  (A operand)
-  float* kp;   // [mp/16 panels][dp][16]  Kᵀ (B of Q·Kᵀ)
-  float* kdt;  // [dp, mp]                (K ⊙ λ^(m-1-j))ᵀ                     (A operand)
+  float* kt;   // [dp, mp + 16]           Kᵀ, then (K ⊙ λ^(m-1-j))ᵀ            (B, then A)
   float* vp;   // [dp/16 panels][mb][16]  V (B of P·V and of the state update)
   float* p;    // [mb, mp]                (Q·Kᵀ) ⊙ M                           (A operand)
-  float* o;    // [mb, dp]                output rows
+  float* o;    // [mb, dp]                output rows, only when d % 16 != 0
   float* sp;   // [dp/16 panels][dp][16]  the current head's state (B of the inter term; C of
                //                         its update), set by the caller
   float* dec;  // [mb + 1]                λ^a, a = 0..m
@@ -159,14 +185,13 @@ struct BlockScratch {
 
   static size_t floats(int64_t mb, int64_t dp) {
     const int64_t mp = round_up(mb, kTileN);
-    return size_t(3 * mb * dp + 2 * dp * mp + mb * mp + round_up(mb + 1, kTileN) + mp);
+    return size_t(3 * mb * dp + dp * (mp + kTileN) + mb * mp + round_up(mb + 1, kTileN) + mp);
   }
   BlockScratch(float* base, int64_t mb, int64_t dp) {
     const int64_t mp = round_up(mb, kTileN);
     q = base;
-    kp = q + mb * dp;
-    kdt = kp + dp * mp;
-    vp = kdt + dp * mp;
+    kt = q + mb * dp;
+    vp = kt + dp * (mp + kTileN);
     p = vp + mb * dp;
     o = p + mb * mp;
     sp = nullptr;
@@ -184,11 +209,11 @@ inline int64_t panel_at(int64_t rows, int64_t row, int64_t col) {
 // out.  qkv: [n, n_heads, 3, d]; out: [n, n_heads, d]; mb: the scratch's block capacity.
 void prefill_block(const float* qkv, float* out, int64_t n_heads, int64_t d, int64_t h, int64_t t0,
                    int64_t m, int64_t mb, double slope, BlockScratch& bs) {
-  const int64_t dp = round_up(d, kTileN), mp = round_up(m, kTileN);
+  const int64_t dp = round_up(d, kTileN), mp = round_up(m, kTileN), ldk = mp + kTileN;
 
-  // Gather the block's rows: Q [m, dp] row-major, Kᵀ and V into panels (zero padding; K panels
-  // also zero for the key columns m..mp-1, whose scores the mask discards).
-  std::fill(bs.kp, bs.kp + dp * mp, 0.0f);
+  // Gather the block's rows: Q [m, dp] row-major, Kᵀ [dp, ldk], V into panels (zero padding;
+  // Kᵀ also zero for the key columns m..mp-1, whose scores the mask discards).
+  std::fill(bs.kt, bs.kt + dp * ldk, 0.0f);
   for (int64_t i = 0; i < m; ++i) {
     const float* src = qkv + ((t0 + i) * n_heads + h) * 3 * d;  // q, then k, then v
     // This head's rows are n_heads·3·d floats apart, too far for the hardware prefetcher.
@@ -198,8 +223,7 @@ void prefill_block(const float* qkv, float* out, int64_t n_heads, int64_t d, int
     float* qi = bs.q + i * dp;
     std::copy(src, src + d, qi);
     std::fill(qi + d, qi + dp, 0.0f);
-    float* kcol = bs.kp + panel_at(dp, 0, i);  // column i of Kᵀ: stride 16
-    for (int64_t c = 0; c < d; ++c) kcol[c * kTileN] = src[d + c];
+    for (int64_t c = 0; c < d; ++c) bs.kt[c * ldk + i] = src[d + c];
     for (int64_t c0 = 0; c0 < dp; c0 += kTileN) {  // row i of V: 16 floats per panel
       float* vrow = bs.vp + panel_at(mb, i, c0);
       const int64_t len = std::clamp<int64_t>(d - c0, 0, kTileN);
@@ -215,14 +239,14 @@ void prefill_block(const float* qkv, float* out, int64_t n_heads, int64_t d, int
   }
   const float* dec = bs.dec;
 
-  // Intra, step 1: P = (Q·Kᵀ) ⊙ M over the causal triangle. Panel-major (one 16-key panel of
-  // Kᵀ stays in L1 while the row tiles that need it pass): row tile [i0, i0 + R) needs the keys
-  // j < i0 + R, so panel n0 is computed for the tiles with i0 + R > n0.
+  // Intra, step 1: P = (Q·Kᵀ) ⊙ M over the causal triangle. Key-slice-major (one 16-key slice
+  // of Kᵀ stays in L1 while the row tiles that need it pass): row tile [i0, i0 + R) needs the
+  // keys j < i0 + R, so slice n0 is computed for the tiles with i0 + R > n0.
   for (int64_t n0 = 0; n0 < mp; n0 += kTileN)
     for_row_tiles(m, [&](auto R, int64_t i0) {
       constexpr int r = decltype(R)::value;
       if (i0 + r > n0)
-        micro<r>(dp, bs.q + i0 * dp, dp, bs.kp + n0 * dp, kTileN, bs.p + i0 * mp + n0, mp, 0.0f);
+        micro<r>(dp, bs.q + i0 * dp, dp, bs.kt + n0, ldk, bs.p + i0 * mp + n0, mp, 0.0f);
     });
   // Decay mask: P[i][j] *= λ^(i-j) for j <= i; 0 for the keys i < j < end of i's row tile,
   // which the tile's P·V below reads.
@@ -232,40 +256,41 @@ void prefill_block(const float* qkv, float* out, int64_t n_heads, int64_t d, int
     std::fill(pi + i + 1, pi + std::min(i / kTileM * kTileM + kTileM, m), 0.0f);
   }
 
-  // Q ⊙ λ^(i+1) (inter-block query) in place; (K ⊙ λ^(m-1-j))ᵀ (state-update keys) row-major,
-  // from the Kᵀ panels, 16 contiguous keys at a time, times the reversed decays λ^(m-1-j).
+  // Q ⊙ λ^(i+1) (inter-block query) and (K ⊙ λ^(m-1-j))ᵀ (state-update keys), in place.
   for (int64_t i = 0; i < m; ++i) {
     const float f = dec[i + 1];
     for (int64_t c = 0; c < d; ++c) bs.q[i * dp + c] *= f;
   }
   float* rdec = bs.rdec;  // [mp]: λ^(m-1-j) for j < m, 0 for the padding keys
   for (int64_t j = 0; j < mp; ++j) rdec[j] = j < m ? dec[m - 1 - j] : 0.0f;
-  for (int64_t c = 0; c < dp; ++c)
-    for (int64_t j0 = 0; j0 < mp; j0 += kTileN) {
-      const float* kc = bs.kp + panel_at(dp, c, j0);
-      float* dst = bs.kdt + c * mp + j0;
-      for (int64_t u = 0; u < kTileN; ++u) dst[u] = kc[u] * rdec[j0 + u];
-    }
+  for (int64_t c = 0; c < d; ++c) {
+    float* kc = bs.kt + c * ldk;
+    for (int64_t j = 0; j < mp; ++j) kc[j] *= rdec[j];
+  }
 
-  // O = P·V (row tile [i0, i0 + R) reads keys j < i0 + R) + (Q ⊙ λ^(i+1))·S_prev, panel-major:
-  // the 16-column panels of V and S (24 KiB for d = 128, block 256) stay in L1 over the rows.
+  // O = P·V (row tile [i0, i0 + R) reads keys j < i0 + R) + (Q ⊙ λ^(i+1))·S_prev in one
+  // accumulation, panel-major: the 16-column panels of V and S (24 KiB for d = 128, block 256)
+  // stay in L1 over the rows. Written straight into `out` when d is a multiple of 16.
+  const bool direct = d == dp;
+  float* o = direct ? out + (t0 * n_heads + h) * d : bs.o;
+  const int64_t ldo = direct ? n_heads * d : dp;
   for (int64_t n0 = 0; n0 < dp; n0 += kTileN)
     for_row_tiles(m, [&](auto R, int64_t i0) {
       constexpr int r = decltype(R)::value;
-      float* c = bs.o + i0 * dp + n0;
-      micro<r>(std::min(i0 + r, m), bs.p + i0 * mp, mp, bs.vp + n0 * mb, kTileN, c, dp, 0.0f);
-      micro<r>(dp, bs.q + i0 * dp, dp, bs.sp + n0 * dp, kTileN, c, dp, 1.0f);
+      micro2<r>(std::min(i0 + r, m), bs.p + i0 * mp, mp, bs.vp + n0 * mb, kTileN,  //
+                dp, bs.q + i0 * dp, dp, bs.sp + n0 * dp, kTileN, o + i0 * ldo + n0, ldo);
     });
 
   // S = λ^m·S_prev + (K ⊙ λ^(m-1-j))ᵀ·V, panel by panel.   [dp × m]·[m × 16] per panel
   for (int64_t n0 = 0; n0 < dp; n0 += kTileN)
     for_row_tiles(dp, [&](auto R, int64_t i0) {
-      micro<decltype(R)::value>(m, bs.kdt + i0 * mp, mp, bs.vp + n0 * mb, kTileN,
+      micro<decltype(R)::value>(m, bs.kt + i0 * ldk, ldk, bs.vp + n0 * mb, kTileN,
                                 bs.sp + n0 * dp + i0 * kTileN, kTileN, dec[m]);
     });
 
-  for (int64_t i = 0; i < m; ++i)
-    std::copy(bs.o + i * dp, bs.o + i * dp + d, out + ((t0 + i) * n_heads + h) * d);
+  if (!direct)
+    for (int64_t i = 0; i < m; ++i)
+      std::copy(bs.o + i * dp, bs.o + i * dp + d, out + ((t0 + i) * n_heads + h) * d);
 }
 
 }  // namespace

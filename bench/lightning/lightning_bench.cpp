@@ -98,6 +98,7 @@ std::string fmt_time(double s) {
 
 std::string fmt_mib(double bytes) {
   const double mib = bytes / (1024.0 * 1024.0);
+  if (mib < 1) return fmt::format("{:.0f} KiB", bytes / 1024.0);
   if (mib >= 1024) return fmt::format("{:.1f} GiB", mib / 1024);
   return fmt::format("{:.0f} MiB", mib);
 }

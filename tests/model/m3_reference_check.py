@@ -22,7 +22,9 @@ For each case below (dtype, fixed seed):
 Block-selection near-ties: a float32 engine can rank two blocks whose index scores differ by
 ~1e-6 differently from float64. The reference dumps, per sparse layer / group / query, the
 selection margin (score of the last selected non-local block minus the best unselected one).
-The table prints the smallest margin of each case; when logits or greedy tokens disagree, the
+The table prints the smallest margin of each case and, when `mmx logits` has --dump-dir, how
+many (layer, group, query) selections of the engine (`msa_selected.<L>.npy`) differ from the
+reference's as sets ("sel diff" = mismatches/compared); when logits or greedy tokens disagree, the
 report says whether a margin below NEAR_TIE sits at or before the first bad position (a genuine
 near-tie, not an engine bug) or not (a real divergence). Tolerances are never widened for it.
 
@@ -180,6 +182,43 @@ def near_tie_note(margins, first_bad):
             f"{L} group {g} position {t}): a real divergence")
 
 
+def selection_diff(mmx_dump, ref_dump, margins):
+    """Compare the engine's block selections (`msa_selected.<L>.npy`, [G, n_q, K] ids, -1 padded)
+    with the reference's (`layerNN_msa_sel.npy`) as sets. Returns (n_mismatch, n_compared,
+    detail) -- detail names the first mismatching (layer, group, position) and its margin -- or
+    None when the engine wrote no selection dumps."""
+    if not os.path.isdir(mmx_dump):
+        return None
+    n_bad = n_all = 0
+    first = None
+    for L in sorted(margins):
+        pm = os.path.join(mmx_dump, f"msa_selected.{L}.npy")
+        pr = os.path.join(ref_dump, f"layer{L:02d}_msa_sel.npy")
+        if not (os.path.exists(pm) and os.path.exists(pr)):
+            return None
+        ref = np.load(pr)
+        try:
+            got = np.load(pm).reshape(ref.shape[0], ref.shape[1], -1)
+        except ValueError:
+            return (0, 0, f"msa_selected.{L}.npy has shape {np.load(pm).shape}, reference "
+                          f"{ref.shape}: not comparable")
+        for g in range(ref.shape[0]):
+            for t in range(ref.shape[1]):
+                n_all += 1
+                a = {int(b) for b in got[g, t] if b >= 0}
+                b = {int(x) for x in ref[g, t] if x >= 0}
+                if a != b:
+                    n_bad += 1
+                    if first is None:
+                        first = (L, g, t, sorted(a), sorted(b), float(margins[L][g, t]))
+    if first is None:
+        return (0, n_all, "")
+    L, g, t, a, b, mg = first
+    kind = "a NEAR-TIE" if mg < NEAR_TIE else "NOT a near-tie: a real selection bug"
+    return (n_bad, n_all, f"first selection mismatch at layer {L} group {g} position {t}: "
+                          f"mmx {a} vs ref {b}; reference margin there {mg:.3e} ({kind})")
+
+
 def greedy_diagnosis(model_dir, prompt, ref_toks, mmx_toks):
     """Where the sequences diverge: how decisive was the reference's argmax, and how close was
     the closest block-selection decision of the decode steps up to there?"""
@@ -214,7 +253,7 @@ def logits_flags(mmx):
         text = r.stdout + r.stderr
     except (OSError, subprocess.TimeoutExpired):
         text = ""
-    return {"chunk": "--chunk" in text}
+    return {"chunk": "--chunk" in text, "dump": "--dump-dir" in text}
 
 
 def check_case(mmx, work, case, flags):
@@ -224,7 +263,8 @@ def check_case(mmx, work, case, flags):
         shutil.rmtree(d)
     res = {"case": name, "seed": seed, "ok": False, "logits": "-", "chunked": "-",
            "greedy": "-", "absdiff": float("nan"), "rel": float("nan"), "kl": float("nan"),
-           "rel_chunk": float("nan"), "distinct": 0, "margin": float("nan"), "why": []}
+           "rel_chunk": float("nan"), "distinct": 0, "margin": float("nan"), "sel": "-",
+           "why": []}
 
     run([mmx, "make-tiny", "--arch", "minimax_m3", "-o", d, "--dtype", dtype, "--seed",
          str(seed)], "mmx make-tiny")
@@ -264,6 +304,15 @@ def check_case(mmx, work, case, flags):
     res["absdiff"], res["rel"], res["kl"] = compare(got, ref)
     logits_ok = res["rel"] <= REL_TOL
     res["logits"] = "ok" if logits_ok else "FAIL"
+    if flags["dump"]:       # the engine's own block selections vs the reference's, as sets
+        mmx_dump = os.path.join(d, "mmx_dump")
+        run([mmx, "logits", "-m", d, "--ids", ids_s, "-o", os.path.join(d, "mmx_d.bin"),
+             "--dump-dir", mmx_dump], "mmx logits --dump-dir")
+        sd = selection_diff(mmx_dump, dump_dir, margins)
+        if sd is not None:
+            res["sel"] = f"{sd[0]}/{sd[1]}"
+            if sd[2]:
+                res["why"].append("selection: " + sd[2])
     if not logits_ok:
         per_pos = np.max(np.abs(got - ref), axis=1) / float(np.max(np.abs(ref)))
         bad = np.nonzero(per_pos > REL_TOL)[0]
@@ -341,7 +390,8 @@ def run_check(mmx, workdir=None, quiet=False, results=None, cases=CASES):
             results.append({"case": case[0], "seed": case[2], "ok": False, "logits": "ERROR",
                             "chunked": "-", "greedy": "-", "absdiff": float("nan"),
                             "rel": float("nan"), "kl": float("nan"), "rel_chunk": float("nan"),
-                            "distinct": 0, "margin": float("nan"), "why": [str(e)]})
+                            "distinct": 0, "margin": float("nan"), "sel": "-",
+                            "why": [str(e)]})
 
     out(f"MiniMax-M3 (MSA) tiny-model parity: mmx={mmx}")
     out(f"workdir={work}   {N_IDS} ids; chunked prefill "
@@ -349,14 +399,14 @@ def run_check(mmx, workdir=None, quiet=False, results=None, cases=CASES):
     out(f"tolerance: max|diff|/max|ref| <= {REL_TOL:.0e}; greedy {GREEDY_N} tokens from "
         f"[{GREEDY_PROMPT}] must match exactly; near-tie flag below {NEAR_TIE:.0e}")
     hdr = (f"{'case':<10} {'seed':>5} {'max|diff|':>10} {'rel':>10} {'meanKL':>10} "
-           f"{'rel chunk':>10} {'min gap':>9} {'logits':>6} {'chunk':>6} {'greedy':>6} "
-           f"{'dist':>4}  result")
+           f"{'rel chunk':>10} {'min gap':>9} {'sel diff':>9} {'logits':>6} {'chunk':>6} "
+           f"{'greedy':>6} {'dist':>4}  result")
     out(hdr)
     out("-" * len(hdr))
     for r in results:
         out(f"{r['case']:<10} {r['seed']:>5} {r['absdiff']:>10.3e} {r['rel']:>10.3e} "
-            f"{r['kl']:>10.3e} {r['rel_chunk']:>10.3e} {r['margin']:>9.2e} {r['logits']:>6} "
-            f"{r['chunked']:>6} {r['greedy']:>6} {r['distinct']:>4}  "
+            f"{r['kl']:>10.3e} {r['rel_chunk']:>10.3e} {r['margin']:>9.2e} {r['sel']:>9} "
+            f"{r['logits']:>6} {r['chunked']:>6} {r['greedy']:>6} {r['distinct']:>4}  "
             f"{'PASS' if r['ok'] else 'FAIL'}")
     for r in results:
         for w in r["why"]:
@@ -639,6 +689,7 @@ def fake_mmx(argv):
     b.add_argument("--ids", required=True)
     b.add_argument("-o", required=True)
     b.add_argument("--chunk", type=int, default=0)
+    b.add_argument("--dump-dir")
     c = sub.add_parser("generate")
     c.add_argument("-m", required=True)
     c.add_argument("--ids", required=True)
@@ -660,7 +711,14 @@ def fake_mmx(argv):
             lg = np.concatenate([model.forward(ids[i:i + args.chunk], cache)
                                  for i in range(0, len(ids), args.chunk)])
         else:
-            lg = model.forward(ids)
+            dump = {} if args.dump_dir else None
+            lg = model.forward(ids, dump=dump)
+            if dump is not None:      # the engine's trace naming: <name>.<layer>.npy
+                os.makedirs(args.dump_dir, exist_ok=True)
+                for key, val in dump.items():
+                    if key.endswith("_msa_sel"):
+                        np.save(os.path.join(args.dump_dir, f"msa_selected.{int(key[5:7])}.npy"),
+                                val.astype(np.int32))
         if mode == "noise":    # 1e-3 relative perturbation: must be caught by the 1e-4 tolerance
             lg = lg + 1e-3 * np.abs(lg).max() * np.random.default_rng(0).standard_normal(lg.shape)
         lg.astype("<f4").tofile(args.o)
@@ -912,8 +970,12 @@ def st_pipeline(t):
         f.write(f"#!/bin/sh\nexec {PY} {os.path.abspath(__file__)} --fake-mmx \"$@\"\n")
     os.chmod(fake, 0o755)
     os.environ.pop("MMX_FAKE_BREAK", None)
-    rc = run_check(fake, os.path.join(t.work, "pipe_ok"))
+    res = []
+    rc = run_check(fake, os.path.join(t.work, "pipe_ok"), results=res)
     t.check(rc == 0, "faithful fake mmx passes", f"rc={rc}")
+    t.check(all(r["sel"] == "0/480" for r in res),
+            "engine selection dumps compared: 0 of 3 layers x 2 groups x 80 queries differ",
+            ", ".join(r["sel"] for r in res))
 
     def summary(res):
         return ", ".join(f"{r['case']} rel {r['rel']:.1e} greedy {r['greedy']}" for r in res)
@@ -928,6 +990,10 @@ def st_pipeline(t):
         rc = run_check(fake, os.path.join(t.work, "pipe_" + mode), quiet=True, results=res,
                        cases=CASES[:1])
         t.check(rc == 1, f"broken fake mmx ({mode}) is caught", f"rc={rc}; {summary(res)}")
+        if mode == "index_head_max":
+            why = " ".join(w for r in res for w in r["why"])
+            t.check("real selection bug" in why, "a wrong selection rule is reported as a real "
+                    "selection bug (not a near-tie)", why[:160])
     os.environ.pop("MMX_FAKE_BREAK", None)
     rc = run_check(os.path.join(t.work, "no-such-mmx"), os.path.join(t.work, "pipe_missing"),
                    quiet=True)

@@ -99,7 +99,9 @@ void check_grid_case(const Tensor& logits, int k) {
       const float w = f.w.f32()[t * k + j];
       sum += w;
       EXPECT_GT(w, 0.0f);
-      if (j > 0) EXPECT_LE(w, f.w.f32()[t * k + j - 1]) << "row " << t;
+      if (j > 0) {
+        EXPECT_LE(w, f.w.f32()[t * k + j - 1]) << "row " << t;
+      }
     }
     // k fp32 roundings of values <= 1 plus one division: a few ulp of 1.
     EXPECT_NEAR(sum, 1.0, 1e-6) << "row " << t;

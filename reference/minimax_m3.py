@@ -13,9 +13,10 @@ CLI:
                                                 space-separated on one stdout line (KV-cached
                                                 decode: one query per step)
   --dump-dir D                                  per-layer intermediates as .npy (prompt pass)
-  --msa-stats                                   per sparse layer / index group: recall and
+  --msa-stats [--msa-top-n N]                   per sparse layer / index group: recall and
                                                 coverage of the block selection vs the full
-                                                causal attention of the group (stderr)
+                                                causal attention of the group (stderr; true
+                                                top set min(N=16, nvis) blocks)
   --self-test                                   closed-form checks, then exit
 Exit codes: 0 ok, 2 bad input (ids, arguments), 1 model / checkpoint errors.
 
@@ -618,11 +619,14 @@ class M3Reference:
         put("logits", logits)
         return logits
 
+    msa_top_n = 16   # size of the "true top set" of the selection instrumentation
+
     def _msa_stats(self, L, sc, causal, pos, stats):
         """Selection quality vs full causal attention (instrumentation; spec wording in the
         module doc): mass_g(b) = mean over the group's heads of the causal probability mass in
         block b; true set = the min(16, nvis) blocks of largest mass (ties lower id);
-        recall = |true ∩ selected| / |true|; coverage = Σ_{b ∈ selected} mass_g(b)."""
+        recall = |true ∩ selected| / |true|; coverage = Σ_{b ∈ selected} mass_g(b).
+        (16 = msa_top_n, the released K; --msa-top-n changes it.)"""
         c = self.cfg
         group = c.n_heads // c.n_kv_heads
         full = np.where(causal[None], sc, -np.inf)
@@ -640,7 +644,7 @@ class M3Reference:
                 p = int(pos[t])
                 nvis = p // c.block + 1
                 sel = set(self._last_sel[g][t])
-                ntrue = min(16, nvis)
+                ntrue = min(self.msa_top_n, nvis)
                 true = [int(b) for b in np.argsort(-mass[t, :nvis], kind="stable")[:ntrue]]
                 stats.append({"layer": L, "group": g, "pos": p, "nvis": nvis,
                               "recall": len(sel.intersection(true)) / ntrue,
@@ -951,20 +955,24 @@ def parse_ids(s):
     return ids
 
 
-def print_msa_stats(stats, K, out=sys.stderr):
-    """Mean recall / coverage per (layer, group) over the queries where selection is sparse
-    (nvis > K); queries with nvis <= K are trivially 1 / 1."""
+def print_msa_stats(stats, K, top_n=16, out=sys.stderr):
+    """Mean recall / coverage per (layer, group), over the queries where selection is sparse
+    (nvis > K; queries with nvis <= K are trivially 1 / 1) and over all queries."""
     keys = sorted({(s["layer"], s["group"]) for s in stats})
-    print(f"MSA selection vs full causal attention (queries with nvis > K={K}):", file=out)
+    print(f"MSA selection vs full causal attention (true top set: min({top_n}, nvis) blocks; "
+          f"first over queries with nvis > K={K}, then over all):", file=out)
     for L, g in keys:
-        rs = [s for s in stats if s["layer"] == L and s["group"] == g and s["nvis"] > K]
+        alls = [s for s in stats if s["layer"] == L and s["group"] == g]
+        rs = [s for s in alls if s["nvis"] > K]
+        tail = (f"  | all {len(alls)}: recall {np.mean([s['recall'] for s in alls]):.4f} "
+                f"coverage {np.mean([s['coverage'] for s in alls]):.4f}")
         if not rs:
-            print(f"  layer {L:2d} group {g}: no sparse queries", file=out)
+            print(f"  layer {L:2d} group {g}: no sparse queries" + tail, file=out)
             continue
         rec = np.array([s["recall"] for s in rs])
         cov = np.array([s["coverage"] for s in rs])
         print(f"  layer {L:2d} group {g}: {len(rs):5d} queries  recall mean {rec.mean():.3f} "
-              f"min {rec.min():.3f}  coverage mean {cov.mean():.3f} min {cov.min():.3f}",
+              f"min {rec.min():.3f}  coverage mean {cov.mean():.3f} min {cov.min():.3f}" + tail,
               file=out)
 
 
@@ -981,6 +989,8 @@ def main(argv=None):
     ap.add_argument("--dump-dir", help="write per-layer intermediates (.npy) of the prompt pass")
     ap.add_argument("--msa-stats", action="store_true",
                     help="print per layer/group recall and coverage of the block selection")
+    ap.add_argument("--msa-top-n", type=int, default=16, metavar="N",
+                    help="--msa-stats: size of the true top set (default 16)")
     ap.add_argument("--self-test", action="store_true", help="closed-form checks, then exit")
     args = ap.parse_args(argv)
 
@@ -988,7 +998,10 @@ def main(argv=None):
         ids = parse_ids(args.ids)
         if args.greedy is not None and args.greedy < 0:
             raise InputError("--greedy N must be >= 0")
+        if args.msa_top_n < 1:
+            raise InputError("--msa-top-n must be >= 1")
         model = M3Reference.from_dir(args.model)
+        model.msa_top_n = args.msa_top_n
         ids = model.check_ids(ids)
         dump = {} if args.dump_dir else None
         stats = [] if args.msa_stats else None
@@ -1001,7 +1014,7 @@ def main(argv=None):
             toks = model.greedy(ids, args.greedy, dump=dump)
             print(" ".join(str(t) for t in toks), flush=True)
         if stats is not None:
-            print_msa_stats(stats, model.cfg.topk_blocks)
+            print_msa_stats(stats, model.cfg.topk_blocks, args.msa_top_n)
         if dump is not None:
             os.makedirs(args.dump_dir, exist_ok=True)
             for name, val in dump.items():

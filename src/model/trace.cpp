@@ -22,15 +22,16 @@ void trace_set_dir(const std::string& dir) {
 }
 bool trace_enabled() { return !g_dir.empty(); }
 
-// Writes a little-endian float32 .npy (format version 1.0).
+// Writes a little-endian float32 or int32 .npy (format version 1.0).
 void trace_write(const Tensor& x, const char* name, int il) {
-  if (x.dtype != DType::kF32) return;
+  if (x.dtype != DType::kF32 && x.dtype != DType::kI32) return;
   const std::string path =
       il < 0 ? fmt::format("{}/{}.npy", g_dir, name) : fmt::format("{}/{}.{}.npy", g_dir, name, il);
   std::string shape;
   for (int i = 0; i < x.ndim; ++i) shape += fmt::format("{},", x.shape[i]);
   std::string header =
-      fmt::format("{{'descr': '<f4', 'fortran_order': False, 'shape': ({}), }}", shape);
+      fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': ({}), }}",
+                  x.dtype == DType::kF32 ? "<f4" : "<i4", shape);
   while ((10 + header.size() + 1) % 64 != 0) header += ' ';
   header += '\n';
   FILE* f = std::fopen(path.c_str(), "wb");

@@ -8,6 +8,7 @@ DIR="$BUILD/npm"
 mkdir -p "$DIR"
 cp tests/npm/package.json "$DIR/package.json"
 if [ -d "$DIR/node_modules/@anush008/tokenizers" ] && [ -d "$DIR/node_modules/@huggingface/jinja" ] \
+   && [ -d "$DIR/node_modules/openai" ] \
    && cmp -s tests/npm/package.json "$DIR/.installed.json"; then
   exit 0
 fi

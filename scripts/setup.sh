@@ -9,6 +9,7 @@ PKGS=(
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-numpy
   libpcre2-dev
+  libcpp-httplib-dev
 )
 # Node.js + npm run the reference tokenizer / template engine in the tests. Any node >= 18 will
 # do; install Debian's only when there is none (a machine may have one from elsewhere).

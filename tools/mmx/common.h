@@ -28,5 +28,6 @@ void add_inspect(CLI::App& app, Action& action);
 void add_bench(CLI::App& app, Action& action);
 void add_tokenize(CLI::App& app, Action& action);       // cmd_tokenize.cpp: tokenize + detokenize
 void add_chat_template(CLI::App& app, Action& action);  // cmd_chat_template.cpp
+void add_serve(CLI::App& app, Action& action);          // cmd_serve.cpp: the HTTP server
 
 }  // namespace mmx::cli

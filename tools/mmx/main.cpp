@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   mmx::cli::add_bench(app, action);
   mmx::cli::add_tokenize(app, action);
   mmx::cli::add_chat_template(app, action);
+  mmx::cli::add_serve(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

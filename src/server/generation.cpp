@@ -1,0 +1,126 @@
+#include "server/generation.h"
+
+#include <algorithm>
+
+#include "base/clock.h"
+#include "server/api_error.h"
+
+namespace mmx::server {
+
+Generation::Generation(EngineApi& engine, ServerMetrics& metrics, double t_arrival,
+                       std::vector<int32_t> skip_ids, std::function<OutputStream(int)> make_stream)
+    : engine_(engine), metrics_(metrics), t_arrival_(t_arrival), skip_ids_(std::move(skip_ids)),
+      make_stream_(std::move(make_stream)) {}
+
+Generation::~Generation() { cancel_all(); }
+
+void Generation::submit(int n, const GenRequest& base) {
+  choices_.resize(size_t(n));
+  usage_.resize(size_t(n));
+  for (int i = 0; i < n; ++i) {
+    choices_[i].out = std::make_unique<OutputStream>(make_stream_(i));
+    GenRequest r = base;
+    r.sampling.seed = base.sampling.seed + uint64_t(i);
+    std::shared_ptr<Queue> q = q_;
+    choices_[i].engine_id = engine_.submit(std::move(r), [q, i](const GenEvent& ev) {
+      {
+        std::lock_guard<std::mutex> l(q->mu);
+        q->items.push_back({i, ev});
+      }
+      q->cv.notify_one();
+    });
+  }
+}
+
+void Generation::cancel_all() {
+  for (Choice& c : choices_)
+    if (!c.finished) {
+      engine_.cancel(c.engine_id);
+      c.finished = true;
+      ++n_finished_;
+    }
+}
+
+int64_t Generation::n_generated_total() const {
+  int64_t n = 0;
+  for (const ChoiceUsage& u : usage_) n += u.n_generated;
+  return n;
+}
+
+Generation::Item Generation::pop() {
+  if (!early_.empty()) {
+    Item it = std::move(early_.front());
+    early_.pop_front();
+    return it;
+  }
+  std::unique_lock<std::mutex> l(q_->mu);
+  q_->cv.wait(l, [&] { return !q_->items.empty(); });
+  Item it = std::move(q_->items.front());
+  q_->items.pop_front();
+  return it;
+}
+
+void Generation::wait_started() {
+  auto all_started = [&] {
+    return std::all_of(choices_.begin(), choices_.end(), [](const Choice& c) { return c.started; });
+  };
+  while (!all_started()) {
+    std::unique_lock<std::mutex> l(q_->mu);
+    q_->cv.wait(l, [&] { return !q_->items.empty(); });
+    Item it = std::move(q_->items.front());
+    q_->items.pop_front();
+    l.unlock();
+    choices_[it.choice].started = true;
+    if (it.ev.kind == GenEvent::kError) {
+      choices_[it.choice].finished = true;
+      ++n_finished_;
+      throw ApiError(it.ev.http_status, it.ev.error);  // the destructor cancels the others
+    }
+    early_.push_back(std::move(it));
+  }
+}
+
+Update Generation::next() { return handle(pop()); }
+
+Update Generation::handle(Item item) {
+  Update u;
+  u.choice = item.choice;
+  Choice& c = choices_[item.choice];
+  ChoiceUsage& use = usage_[item.choice];
+  const GenEvent& ev = item.ev;
+  c.started = true;
+  if (c.finished) return u;  // a late event after our own cancel: ignored
+  if (ev.kind == GenEvent::kError) {
+    c.finished = true;
+    ++n_finished_;
+    throw ApiError(ev.http_status, ev.error);
+  }
+  if (ev.kind == GenEvent::kToken) {
+    const double t = now_s();
+    if (use.n_generated == 0) metrics_.observe_ttft(t - t_arrival_);
+    else metrics_.observe_itl(t - c.t_last);
+    c.t_last = t;
+    ++use.n_generated;
+    u.tokens.push_back(ev);
+    if (std::find(skip_ids_.begin(), skip_ids_.end(), ev.token) == skip_ids_.end())
+      u.delta = c.out->push(ev.token);
+    if (!c.out->stopped()) {
+      use.has_tool_calls |= !u.delta.tool_calls.empty();
+      return u;
+    }
+    engine_.cancel(c.engine_id);  // a stop string ended this choice
+    u.finish_reason = "stop";
+  } else {  // kDone
+    use.n_cached = ev.n_cached;
+    u.finish_reason = ev.finish_reason.empty() ? "stop" : ev.finish_reason;
+  }
+  u.delta.append(c.out->finish());
+  use.has_tool_calls |= !u.delta.tool_calls.empty();
+  if (use.has_tool_calls) u.finish_reason = "tool_calls";
+  u.finished = true;
+  c.finished = true;
+  ++n_finished_;
+  return u;
+}
+
+}  // namespace mmx::server

@@ -1,0 +1,62 @@
+#include "server/output_stream.h"
+
+#include <algorithm>
+
+namespace mmx::server {
+
+OutputStream::OutputStream(const tok::Tokenizer& tok, std::vector<std::string> stop,
+                           std::optional<chat::OutputParser> parser)
+    : detok_(tok, /*skip_special_tokens=*/false), stop_(std::move(stop)), parser_(std::move(parser)) {}
+
+chat::ParsedDelta OutputStream::parse(const std::string& text) {
+  if (parser_) return parser_->feed(text);
+  chat::ParsedDelta d;
+  d.content = text;
+  return d;
+}
+
+std::string OutputStream::cut_stop(std::string text) {
+  if (stop_.empty()) return text;
+  held_ += text;
+  // The earliest stop string wins; everything from it on is dropped.
+  size_t cut = std::string::npos;
+  for (const std::string& s : stop_) cut = std::min(cut, held_.find(s));
+  if (cut != std::string::npos) {
+    stopped_ = true;
+    std::string out = held_.substr(0, cut);
+    held_.clear();
+    return out;
+  }
+  // Hold back the longest tail that is a proper prefix of some stop string. Its first byte is
+  // the first byte of a (valid UTF-8) stop string, so the released part ends on a code point.
+  size_t keep = 0;
+  for (const std::string& s : stop_)
+    for (size_t k = std::min(s.size() - 1, held_.size()); k > keep; --k)
+      if (held_.compare(held_.size() - k, k, s, 0, k) == 0) {
+        keep = k;
+        break;
+      }
+  std::string out = held_.substr(0, held_.size() - keep);
+  held_.erase(0, held_.size() - keep);
+  return out;
+}
+
+chat::ParsedDelta OutputStream::push(int32_t id) {
+  if (stopped_ || finished_) return {};
+  return parse(cut_stop(detok_.push(id)));
+}
+
+chat::ParsedDelta OutputStream::finish() {
+  if (finished_) return {};
+  chat::ParsedDelta d;
+  if (!stopped_) {
+    d = parse(cut_stop(detok_.flush()));
+    if (!stopped_) d.append(parse(held_));  // generation ended inside a stop-string prefix
+    held_.clear();
+  }
+  if (parser_) d.append(parser_->finish());
+  finished_ = true;
+  return d;
+}
+
+}  // namespace mmx::server

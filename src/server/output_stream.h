@@ -1,0 +1,47 @@
+// OutputStream: one choice's generated ids -> what the client sees (data-flow steps 9-10).
+//
+//   id -> Detokenizer (special tokens kept, so the tags reach the parser)
+//      -> stop strings (matched on the raw text; the stop string and all after it dropped;
+//         text that may be the start of a stop string is held back until decided)
+//      -> OutputParser (reasoning / content / tool calls), or plain text for /v1/completions
+//
+// Not thread-safe: one per choice, used by the HTTP thread that owns the request.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "chat/output_parser.h"
+#include "tokenizer/detokenizer.h"
+#include "tokenizer/tokenizer.h"
+
+namespace mmx::server {
+
+class OutputStream {
+ public:
+  // parser: std::nullopt = plain text (completions); the parsed parts come back as content.
+  OutputStream(const tok::Tokenizer& tok, std::vector<std::string> stop,
+               std::optional<chat::OutputParser> parser);
+
+  // One generated id -> the newly decided parts (often empty). After a stop string was seen
+  // further ids are ignored and stopped() is true.
+  chat::ParsedDelta push(int32_t id);
+  // End of generation (engine done, or stopped): releases everything held back.
+  chat::ParsedDelta finish();
+  bool stopped() const { return stopped_; }
+
+ private:
+  chat::ParsedDelta parse(const std::string& text);
+  std::string cut_stop(std::string text);  // text newly decoded -> text safe to release
+
+  tok::Detokenizer detok_;
+  std::vector<std::string> stop_;
+  std::optional<chat::OutputParser> parser_;
+  std::string held_;  // raw text that may begin a stop string
+  bool stopped_ = false;
+  bool finished_ = false;
+};
+
+}  // namespace mmx::server

@@ -1,0 +1,249 @@
+#include "server/request.h"
+
+#include <cmath>
+
+#include "server/api_error.h"
+#include "tokenizer/unicode.h"
+
+namespace mmx::server {
+
+namespace {
+
+// ---- typed field access: absent and null both mean "not given" ----
+
+bool has(const ojson& j, const char* key) { return j.contains(key) && !j.at(key).is_null(); }
+
+double get_number(const ojson& j, const char* key) {
+  const ojson& v = j.at(key);
+  if (!v.is_number()) bad_request(std::string("'") + key + "' must be a number", key);
+  const double d = v.get<double>();
+  if (!std::isfinite(d)) bad_request(std::string("'") + key + "' must be finite", key);
+  return d;
+}
+
+int64_t get_int(const ojson& j, const char* key) {
+  const ojson& v = j.at(key);
+  if (v.is_number_integer()) return v.get<int64_t>();
+  // 3.0 is accepted as 3 (JSON has one number type); 3.5 is not.
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9e15) return int64_t(d);
+  }
+  bad_request(std::string("'") + key + "' must be an integer", key);
+}
+
+bool get_bool(const ojson& j, const char* key) {
+  const ojson& v = j.at(key);
+  if (!v.is_boolean()) bad_request(std::string("'") + key + "' must be a boolean", key);
+  return v.get<bool>();
+}
+
+std::string get_string(const ojson& j, const char* key) {
+  const ojson& v = j.at(key);
+  if (!v.is_string()) bad_request(std::string("'") + key + "' must be a string", key);
+  return v.get<std::string>();
+}
+
+// ---- the shared sampling / output fields ----
+
+void parse_common(const ojson& b, GenerationParams& p, bool chat) {
+  if (has(b, "model")) p.model = get_string(b, "model");
+  if (has(b, "temperature")) {
+    const double t = get_number(b, "temperature");
+    if (t < 0 || t > 2) bad_request("'temperature' must be in [0, 2]", "temperature");
+    p.sampling.temperature = float(t);
+  }
+  if (has(b, "top_p")) {
+    const double v = get_number(b, "top_p");
+    if (!(v > 0 && v <= 1)) bad_request("'top_p' must be in (0, 1]", "top_p");
+    p.sampling.top_p = float(v);
+  }
+  if (has(b, "top_k")) {
+    const int64_t k = get_int(b, "top_k");  // vLLM: -1 (or 0) = off
+    if (k < -1 || k > (1 << 30)) bad_request("'top_k' must be -1 (off), 0 (off) or positive", "top_k");
+    p.sampling.top_k = k <= 0 ? 0 : int(k);
+  }
+  if (has(b, "min_p")) {
+    const double v = get_number(b, "min_p");
+    if (v < 0 || v > 1) bad_request("'min_p' must be in [0, 1]", "min_p");
+    p.sampling.min_p = float(v);
+  }
+  if (has(b, "seed")) {
+    p.sampling.seed = uint64_t(get_int(b, "seed"));
+    p.has_seed = true;
+  }
+  // max_completion_tokens (the newer name) wins over max_tokens when both are given.
+  for (const char* key : {"max_tokens", "max_completion_tokens"}) {
+    if (!has(b, key)) continue;
+    const int64_t m = get_int(b, key);
+    if (m < 1) bad_request(std::string("'") + key + "' must be at least 1", key);
+    p.max_tokens = m;
+  }
+  if (has(b, "stop")) {
+    const ojson& s = b.at("stop");
+    if (s.is_string()) {
+      p.stop.push_back(s.get<std::string>());
+    } else if (s.is_array()) {
+      if (s.size() > size_t(kMaxStopStrings))
+        bad_request("'stop' takes at most " + std::to_string(kMaxStopStrings) + " strings", "stop");
+      for (const ojson& e : s) {
+        if (!e.is_string()) bad_request("'stop' must be a string or a list of strings", "stop");
+        p.stop.push_back(e.get<std::string>());
+      }
+    } else {
+      bad_request("'stop' must be a string or a list of strings", "stop");
+    }
+    for (const std::string& x : p.stop)
+      if (x.empty()) bad_request("'stop' strings must not be empty", "stop");
+  }
+  if (has(b, "n")) {
+    const int64_t n = get_int(b, "n");
+    if (n < 1 || n > kMaxChoices)
+      bad_request("'n' must be in 1.." + std::to_string(kMaxChoices), "n");
+    p.n = int(n);
+  }
+  if (has(b, "stream")) p.stream = get_bool(b, "stream");
+  if (has(b, "stream_options")) {
+    const ojson& so = b.at("stream_options");
+    if (!so.is_object()) bad_request("'stream_options' must be an object", "stream_options");
+    if (has(so, "include_usage")) p.include_usage = get_bool(so, "include_usage");
+  }
+  if (chat) {
+    // Chat: logprobs is a boolean, top_logprobs a count.
+    if (has(b, "logprobs")) p.logprobs = get_bool(b, "logprobs");
+    if (has(b, "top_logprobs")) {
+      const int64_t t = get_int(b, "top_logprobs");
+      if (t < 0 || t > kMaxTopLogprobs)
+        bad_request("'top_logprobs' must be in 0.." + std::to_string(kMaxTopLogprobs), "top_logprobs");
+      if (!p.logprobs && t > 0) bad_request("'top_logprobs' needs 'logprobs': true", "top_logprobs");
+      p.top_logprobs = int(t);
+    }
+  } else if (has(b, "logprobs")) {
+    // Legacy completions: logprobs is the number of alternatives (0..5 in OpenAI; we allow 20).
+    const int64_t t = get_int(b, "logprobs");
+    if (t < 0 || t > kMaxTopLogprobs)
+      bad_request("'logprobs' must be in 0.." + std::to_string(kMaxTopLogprobs), "logprobs");
+    p.logprobs = true;
+    p.top_logprobs = int(t);
+  }
+}
+
+// ---- chat messages ----
+
+bool is_content(const ojson& c) {
+  if (c.is_string() || c.is_null()) return true;
+  if (!c.is_array()) return false;
+  for (const ojson& part : c)  // [{"type": "text", "text": "..."}], strings tolerated
+    if (!part.is_string() && !(part.is_object() && part.contains("type") && part["type"].is_string()))
+      return false;
+  return true;
+}
+
+void check_messages(const ojson& msgs) {
+  if (!msgs.is_array() || msgs.empty()) bad_request("'messages' must be a non-empty array", "messages");
+  for (size_t i = 0; i < msgs.size(); ++i) {
+    const ojson& m = msgs[i];
+    const std::string where = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) bad_request(where + " must be an object", "messages");
+    if (!m.contains("role") || !m["role"].is_string()) bad_request(where + ".role must be a string", "messages");
+    const std::string role = m["role"].get<std::string>();
+    if (role != "system" && role != "developer" && role != "user" && role != "assistant" && role != "tool")
+      bad_request(where + ".role '" + role + "' is not one of system, developer, user, assistant, tool",
+                  "messages");
+    if (m.contains("content") && !is_content(m["content"]))
+      bad_request(where + ".content must be a string or an array of content parts", "messages");
+    if (!m.contains("content") && role != "assistant")
+      bad_request(where + " has no 'content'", "messages");
+    if (has(m, "reasoning_content") && !m["reasoning_content"].is_string())
+      bad_request(where + ".reasoning_content must be a string", "messages");
+    if (has(m, "tool_calls")) {
+      const ojson& tc = m["tool_calls"];
+      if (role != "assistant" || !tc.is_array())
+        bad_request(where + ".tool_calls must be an array on an assistant message", "messages");
+      for (const ojson& c : tc)
+        if (!c.is_object() || !c.contains("function") || !c["function"].is_object() ||
+            !c["function"].contains("name") || !c["function"]["name"].is_string())
+          bad_request(where + ".tool_calls entries need function.name", "messages");
+    }
+  }
+}
+
+void check_tools(const ojson& tools) {
+  if (!tools.is_array()) bad_request("'tools' must be an array", "tools");
+  for (const ojson& t : tools) {
+    if (!t.is_object() || !t.contains("function") || !t["function"].is_object() ||
+        !t["function"].contains("name") || !t["function"]["name"].is_string())
+      bad_request("each tool must be {\"type\": \"function\", \"function\": {\"name\": ...}}", "tools");
+    if (t.contains("type") && t["type"] != "function") bad_request("tool type must be \"function\"", "tools");
+  }
+}
+
+}  // namespace
+
+ojson parse_body(const std::string& body) {
+  if (!tok::utf8_is_valid(body)) bad_request("the request body is not valid UTF-8");
+  ojson j = ojson::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) bad_request("the request body is not valid JSON");
+  if (!j.is_object()) bad_request("the request body must be a JSON object");
+  return j;
+}
+
+ChatRequest parse_chat_request(const ojson& b) {
+  ChatRequest r;
+  parse_common(b, r, /*chat=*/true);
+  if (!b.contains("messages")) bad_request("'messages' is required", "messages");
+  check_messages(b.at("messages"));
+  r.messages = b.at("messages");
+  if (has(b, "tools")) {
+    check_tools(b.at("tools"));
+    if (!b.at("tools").empty()) r.tools = b.at("tools");
+  }
+  if (has(b, "tool_choice")) {
+    const ojson& tc = b.at("tool_choice");
+    if (tc.is_string()) {
+      r.tool_choice = tc.get<std::string>();
+      if (r.tool_choice != "auto" && r.tool_choice != "none" && r.tool_choice != "required")
+        bad_request("'tool_choice' must be \"auto\", \"none\", \"required\" or a named function", "tool_choice");
+    } else if (tc.is_object() && tc.contains("function") && tc["function"].is_object() &&
+               tc["function"].contains("name") && tc["function"]["name"].is_string()) {
+      r.tool_choice = tc["function"]["name"].get<std::string>();
+    } else {
+      bad_request("'tool_choice' must be \"auto\", \"none\", \"required\" or a named function", "tool_choice");
+    }
+    if (r.tool_choice != "auto" && r.tool_choice != "none" && r.tools.is_null())
+      bad_request("'tool_choice' needs 'tools'", "tool_choice");
+  }
+  if (r.tool_choice == "none") r.tools = nullptr;  // the model is not told about tools at all
+  if (has(b, "chat_template_kwargs")) {
+    if (!b.at("chat_template_kwargs").is_object())
+      bad_request("'chat_template_kwargs' must be an object", "chat_template_kwargs");
+    r.template_kwargs = b.at("chat_template_kwargs");
+  }
+  return r;
+}
+
+CompletionRequest parse_completion_request(const ojson& b) {
+  CompletionRequest r;
+  parse_common(b, r, /*chat=*/false);
+  if (!b.contains("prompt")) bad_request("'prompt' is required", "prompt");
+  ojson p = b.at("prompt");
+  // A one-element list of strings or of id lists is the same as its element.
+  if (p.is_array() && p.size() == 1 && (p[0].is_string() || p[0].is_array())) p = ojson(p[0]);
+  if (p.is_string()) {
+    r.prompt_text = p.get<std::string>();
+    if (r.prompt_text.empty()) bad_request("'prompt' must not be empty", "prompt");
+  } else if (p.is_array() && !p.empty()) {
+    for (const ojson& e : p) {
+      if (!e.is_number_integer()) bad_request("'prompt' must be a string or a list of token ids", "prompt");
+      const int64_t id = e.get<int64_t>();
+      if (id < 0 || id > INT32_MAX) bad_request("'prompt' token id out of range", "prompt");
+      r.prompt_ids.push_back(int32_t(id));
+    }
+  } else {
+    bad_request("'prompt' must be a non-empty string or a list of token ids (one prompt per request)",
+                "prompt");
+  }
+  return r;
+}
+
+}  // namespace mmx::server

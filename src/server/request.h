@@ -1,0 +1,58 @@
+// OpenAI request bodies -> validated structs (step 1 of the data flow: HTTP -> parse).
+//
+// Everything a client can get wrong is checked here and reported as ApiError 400 naming the
+// field: malformed JSON, invalid UTF-8, wrong types, out-of-range sampling parameters, unknown
+// roles. Unknown fields are ignored (as the OpenAI API and vLLM do). Limits that need the model
+// (prompt longer than the context, token ids outside the vocabulary) are checked by the routes.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/sampler.h"
+
+namespace mmx::server {
+
+using ojson = nlohmann::ordered_json;
+
+constexpr int kMaxChoices = 16;       // n in 1..16
+constexpr int kMaxTopLogprobs = 20;   // top_logprobs in 0..20
+constexpr int kMaxStopStrings = 16;
+
+// Fields shared by /v1/chat/completions and /v1/completions.
+struct GenerationParams {
+  std::string model;                  // "" when the client did not name one
+  SamplingParams sampling;            // temperature, top_p, top_k, min_p, seed
+  bool has_seed = false;              // seed given: choice i uses seed + i
+  std::optional<int64_t> max_tokens;  // >= 1; none = up to the context limit
+  std::vector<std::string> stop;      // non-empty strings, matched on the output text
+  int n = 1;                          // independent choices, 1..kMaxChoices
+  bool stream = false;
+  bool include_usage = false;         // stream_options.include_usage
+  bool logprobs = false;
+  int top_logprobs = 0;               // 0..kMaxTopLogprobs
+};
+
+struct ChatRequest : GenerationParams {
+  ojson messages;                  // array of {role, content, ...} (roles checked)
+  ojson tools;                     // array, or null when absent or tool_choice == "none"
+  std::string tool_choice = "auto";  // "auto" | "none" | "required" | a function name
+  ojson template_kwargs;           // chat_template_kwargs object, or null
+};
+
+struct CompletionRequest : GenerationParams {
+  std::string prompt_text;         // used when prompt_ids is empty
+  std::vector<int32_t> prompt_ids; // prompt given as a list of token ids
+};
+
+// Body bytes -> JSON object. Throws ApiError 400 for invalid UTF-8, malformed JSON or a
+// non-object top level.
+ojson parse_body(const std::string& body);
+
+ChatRequest parse_chat_request(const ojson& body);
+CompletionRequest parse_completion_request(const ojson& body);
+
+}  // namespace mmx::server

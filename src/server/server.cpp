@@ -1,0 +1,414 @@
+#include "server/server.h"
+
+#include <httplib.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+
+#include "base/clock.h"
+#include "base/error.h"
+#include "server/api_error.h"
+#include "server/generation.h"
+#include "server/prompt.h"
+#include "server/request.h"
+#include "server/response.h"
+
+namespace mmx::server {
+
+namespace {
+
+// ---- one request in flight: its choices and what has been sent of them ----
+
+struct ChoiceAcc {
+  std::string content, reasoning;
+  std::vector<chat::ToolCall> calls;
+  std::vector<GenEvent> tokens;   // for logprobs
+  std::string finish_reason;
+  int n_calls_sent = 0;           // streaming: tool-call index of the next call
+  int64_t text_offset = 0;        // completions logprobs
+};
+
+struct Job {
+  bool chat = true;
+  bool split_reasoning = true;    // send reasoning_content (false for minimax_m2_append_think)
+  std::string id, model;
+  int64_t created = 0;
+  GenerationParams params;
+  UsageInfo usage;
+  std::unique_ptr<Generation> gen;
+  std::vector<ChoiceAcc> acc;
+  const tok::Tokenizer* tok = nullptr;
+  bool role_sent = false, finished = false;
+};
+
+void send_json(httplib::Response& res, int status, const json& j) {
+  res.status = status;
+  res.set_content(j.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+}
+
+void send_error(httplib::Response& res, const ApiError& e) { send_json(res, e.status, e.to_json()); }
+
+UsageInfo finish_usage(Job& job) {
+  UsageInfo u = job.usage;
+  u.completion = job.gen->n_generated_total();
+  for (const ChoiceUsage& c : job.gen->usage()) u.cached = std::max(u.cached, c.n_cached);
+  return u;
+}
+
+// ---- non-streaming ----
+
+void accumulate(Job& job, Update u) {
+  ChoiceAcc& a = job.acc[size_t(u.choice)];
+  a.content += u.delta.content;
+  a.reasoning += u.delta.reasoning;
+  for (chat::ToolCall& c : u.delta.tool_calls) a.calls.push_back(std::move(c));
+  for (GenEvent& t : u.tokens) a.tokens.push_back(std::move(t));
+  if (u.finished) a.finish_reason = u.finish_reason;
+}
+
+json whole_response(Job& job) {
+  json choices = json::array();
+  for (size_t i = 0; i < job.acc.size(); ++i) {
+    ChoiceAcc& a = job.acc[i];
+    if (job.chat) {
+      json msg = {{"role", "assistant"},
+                  {"content", a.content.empty() && !a.calls.empty() ? json(nullptr) : json(a.content)}};
+      if (job.split_reasoning) msg["reasoning_content"] = a.reasoning.empty() ? json(nullptr) : json(a.reasoning);
+      if (!a.calls.empty()) msg["tool_calls"] = tool_calls_json(a.calls, 0);
+      json lp = job.params.logprobs ? json{{"content", chat_logprobs_content(*job.tok, a.tokens)}} : json(nullptr);
+      choices.push_back({{"index", i}, {"message", msg}, {"logprobs", lp}, {"finish_reason", a.finish_reason}});
+    } else {
+      json lp = job.params.logprobs ? completion_logprobs(*job.tok, a.tokens, job.params.top_logprobs, a.text_offset)
+                                    : json(nullptr);
+      choices.push_back({{"index", i}, {"text", a.content}, {"logprobs", lp}, {"finish_reason", a.finish_reason}});
+    }
+  }
+  return {{"id", job.id},
+          {"object", job.chat ? "chat.completion" : "text_completion"},
+          {"created", job.created},
+          {"model", job.model},
+          {"choices", choices},
+          {"usage", usage_json(finish_usage(job))}};
+}
+
+// ---- streaming: one call of next_events() = the SSE text of one engine update ----
+
+json chunk(const Job& job, json choices) {
+  return {{"id", job.id},
+          {"object", job.chat ? "chat.completion.chunk" : "text_completion"},
+          {"created", job.created},
+          {"model", job.model},
+          {"choices", std::move(choices)}};
+}
+
+std::string update_events(Job& job, Update u) {
+  ChoiceAcc& a = job.acc[size_t(u.choice)];
+  std::string out;
+  const bool has_lp = job.params.logprobs && !u.tokens.empty();
+  if (job.chat) {
+    json delta = json::object();
+    if (!u.delta.reasoning.empty() && job.split_reasoning) delta["reasoning_content"] = u.delta.reasoning;
+    if (!u.delta.content.empty()) delta["content"] = u.delta.content;
+    if (!u.delta.tool_calls.empty()) {
+      delta["tool_calls"] = tool_calls_json(u.delta.tool_calls, a.n_calls_sent);
+      a.n_calls_sent += int(u.delta.tool_calls.size());
+    }
+    if (!delta.empty() || has_lp) {
+      json lp = has_lp ? json{{"content", chat_logprobs_content(*job.tok, u.tokens)}} : json(nullptr);
+      out += sse(chunk(job, json::array({chat_chunk_choice(u.choice, delta, lp, "")})));
+    }
+    if (u.finished)
+      out += sse(chunk(job, json::array({chat_chunk_choice(u.choice, json::object(), nullptr, u.finish_reason)})));
+  } else if (!u.delta.content.empty() || has_lp || u.finished) {
+    json lp = has_lp ? completion_logprobs(*job.tok, u.tokens, job.params.top_logprobs, a.text_offset) : json(nullptr);
+    out += sse(chunk(job, json::array({{{"index", u.choice},
+                                        {"text", u.delta.content},
+                                        {"logprobs", lp},
+                                        {"finish_reason", u.finished ? json(u.finish_reason) : json(nullptr)}}})));
+  }
+  return out;
+}
+
+std::string next_events(Job& job) {
+  std::string out;
+  if (job.chat && !job.role_sent) {
+    for (size_t i = 0; i < job.acc.size(); ++i)
+      out += sse(chunk(job, json::array({chat_chunk_choice(int(i), {{"role", "assistant"}, {"content", ""}},
+                                                           nullptr, "")})));
+    job.role_sent = true;
+    return out;
+  }
+  try {
+    if (!job.gen->done()) return update_events(job, job.gen->next());
+  } catch (const ApiError& e) {
+    job.gen->cancel_all();  // an engine error mid-stream: report it in-band and end
+    out += sse(e.to_json());
+  } catch (const std::exception& e) {
+    job.gen->cancel_all();
+    out += sse(ApiError(500, "internal error while generating").to_json());
+  }
+  if (job.params.include_usage) {
+    json c = chunk(job, json::array());
+    c["usage"] = usage_json(finish_usage(job));
+    out += sse(c);
+  }
+  out += "data: [DONE]\n\n";
+  job.finished = true;
+  return out;
+}
+
+const char* endpoint_label(const std::string& path) {
+  if (path == "/v1/chat/completions") return "chat_completions";
+  if (path == "/v1/completions") return "completions";
+  if (path.rfind("/v1/models", 0) == 0) return "models";
+  if (path == "/health") return "health";
+  if (path == "/metrics") return "metrics";
+  return "other";
+}
+
+}  // namespace
+
+// ---- Server ----
+
+Server::Server(EngineApi& engine, ServedModel model, ServerOptions opts)
+    : engine_(engine), model_(std::move(model)), opts_(std::move(opts)), http_(std::make_unique<httplib::Server>()) {
+  MMX_CHECK(model_.tokenizer != nullptr, "ServedModel needs a tokenizer");
+  if (model_.created == 0) model_.created = int64_t(std::time(nullptr));
+  routes();
+}
+
+Server::~Server() { stop(); }
+
+std::string Server::new_id(const char* prefix) {
+  const uint64_t n = n_requests_.fetch_add(1);
+  char b[64];
+  std::snprintf(b, sizeof b, "%s%08llx%08llx", prefix, (unsigned long long)model_.created & 0xffffffffULL,
+                (unsigned long long)n);
+  return b;
+}
+
+void Server::check_model(const std::string& name) const {
+  if (!name.empty() && name != model_.name)
+    throw ApiError(404, "The model '" + name + "' does not exist (this server serves '" + model_.name + "')",
+                   "model", "model_not_found");
+}
+
+int Server::start(const std::string& host, int port) {
+  int bound = port;
+  if (port == 0) bound = http_->bind_to_any_port(host);
+  else if (!http_->bind_to_port(host, port)) bound = -1;
+  if (bound <= 0) fail("cannot listen on {}:{} (address in use or not available)", host, port);
+  thread_ = std::thread([this] { http_->listen_after_bind(); });
+  return bound;
+}
+
+void Server::wait() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void Server::stop() {
+  if (http_) http_->stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Server::routes() {
+  httplib::Server& s = *http_;
+  const int n_threads = opts_.n_http_threads;
+  s.new_task_queue = [n_threads] { return new httplib::ThreadPool(size_t(n_threads)); };
+  s.set_payload_max_length(opts_.max_body_bytes);
+
+  // Statuses httplib sets itself (unknown route, body too large, bad request line) get the
+  // OpenAI error shape too; handler-made errors already have a body.
+  s.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    const int st = res.status;
+    const std::string msg = st == 404   ? "Unknown route: " + req.method + " " + req.path
+                            : st == 413 ? std::string("The request body is too large")
+                                        : "HTTP error " + std::to_string(st);
+    send_json(res, st, ApiError(st, msg).to_json());
+    return httplib::Server::HandlerResponse::Handled;
+  }));
+  s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
+    send_error(res, ApiError(500, "internal server error"));
+  });
+  s.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    metrics_.count_request(endpoint_label(req.path), res.status);
+  });
+
+  s.Get("/health", [](const httplib::Request&, httplib::Response& res) {
+    send_json(res, 200, {{"status", "ok"}});
+  });
+  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics_.render(engine_.metrics()), "text/plain; version=0.0.4");
+  });
+  auto model_card = [this] {
+    return json{{"id", model_.name}, {"object", "model"}, {"created", model_.created},
+                {"owned_by", "minimax.cpp"}, {"max_model_len", engine_.context_limit()}};
+  };
+  // /v1/* needs the API key when one is set (checked after the body is read, so a refused
+  // request never leaves unread bytes on a keep-alive connection).
+  auto guard = [this](httplib::Server::Handler h) {
+    return [this, h](const httplib::Request& req, httplib::Response& res) {
+      if (!opts_.api_key.empty() && req.get_header_value("Authorization") != "Bearer " + opts_.api_key)
+        return send_error(res, ApiError(401, "Incorrect or missing API key (send 'Authorization: Bearer KEY')", "",
+                                        "invalid_api_key"));
+      h(req, res);
+    };
+  };
+  s.Get("/v1/models", guard([model_card](const httplib::Request&, httplib::Response& res) {
+    send_json(res, 200, {{"object", "list"}, {"data", json::array({model_card()})}});
+  }));
+  s.Get(R"(/v1/models/(.+))", guard([this, model_card](const httplib::Request& req, httplib::Response& res) {
+    try {
+      check_model(req.matches[1]);
+      send_json(res, 200, model_card());
+    } catch (const ApiError& e) {
+      send_error(res, e);
+    }
+  }));
+  s.Post("/v1/chat/completions", guard([this](const httplib::Request& req, httplib::Response& res) {
+    handle_chat(req, res);
+  }));
+  s.Post("/v1/completions", guard([this](const httplib::Request& req, httplib::Response& res) {
+    handle_completion(req, res);
+  }));
+}
+
+// ---- the two generation endpoints share everything after the prompt ids ----
+
+namespace {
+
+// Submits, then either answers whole or installs the SSE provider. Throws ApiError.
+void run_job(std::shared_ptr<Job> job, EngineApi& engine, ServerMetrics& metrics, const GenRequest& g,
+             httplib::Response& res) {
+  job->acc.resize(size_t(job->params.n));
+  job->gen->submit(job->params.n, g);
+  if (!job->params.stream) {
+    while (!job->gen->done()) accumulate(*job, job->gen->next());
+    metrics.count_tokens(job->usage.prompt, job->gen->n_generated_total());
+    send_json(res, 200, whole_response(*job));
+    return;
+  }
+  job->gen->wait_started();  // an engine refusal (429, ...) still gets its status code
+  res.status = 200;
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [job](size_t, httplib::DataSink& sink) {
+        const std::string ev = next_events(*job);
+        if (!ev.empty() && !sink.write(ev.data(), ev.size())) return false;  // client gone
+        if (job->finished) sink.done();
+        return true;
+      },
+      [job, &metrics](bool) {
+        job->gen->cancel_all();  // no-op when finished; cancels when the client went away
+        metrics.count_tokens(job->usage.prompt, job->gen->n_generated_total());
+      });
+}
+
+GenRequest make_gen_request(const GenerationParams& p, std::vector<int32_t> ids, int64_t context,
+                            const std::vector<int32_t>& eos) {
+  const int64_t n_prompt = int64_t(ids.size());
+  if (n_prompt >= context)
+    throw ApiError(400,
+                   "This model's maximum context length is " + std::to_string(context) + " tokens; the prompt has " +
+                       std::to_string(n_prompt) + " tokens (at least one token must be left to generate)",
+                   "messages", "context_length_exceeded");
+  GenRequest g;
+  g.prompt = std::move(ids);
+  g.sampling = p.sampling;
+  g.max_tokens = std::min(p.max_tokens.value_or(context), context - n_prompt);
+  g.stop_ids = eos;
+  g.top_logprobs = p.top_logprobs;
+  return g;
+}
+
+}  // namespace
+
+void Server::handle_chat(const httplib::Request& req, httplib::Response& res) {
+  const double t0 = now_s();
+  try {
+    ChatRequest cr = parse_chat_request(parse_body(req.body));
+    check_model(cr.model);
+    if (cr.tool_choice != "auto" && cr.tool_choice != "none" && cr.tool_choice != "required") {
+      // A named function: only that tool is offered.
+      ojson only = ojson::array();
+      for (const ojson& t : cr.tools)
+        if (t["function"]["name"] == cr.tool_choice) only.push_back(t);
+      if (only.empty()) bad_request("'tool_choice' names a function that is not in 'tools'", "tool_choice");
+      cr.tools = only;
+    }
+    const int64_t ctx = engine_.context_limit();
+    ChatPrompt p = build_chat_prompt(model_, cr, opts_.drop_reasoning_over, ctx);
+    if (p.dropped_reasoning_turns > 0) metrics_.count_dropped_reasoning(p.dropped_reasoning_turns);
+    GenRequest g = make_gen_request(cr, p.ids, ctx, model_.eos_ids);
+
+    auto job = std::make_shared<Job>();
+    job->chat = true;
+    job->split_reasoning = model_.format != chat::OutputFormat::kM2AppendThink;
+    job->id = new_id("chatcmpl-");
+    job->model = model_.name;
+    job->created = int64_t(std::time(nullptr));
+    job->params = cr;
+    job->tok = model_.tokenizer;
+    job->usage.prompt = int64_t(p.ids.size());
+    job->usage.report_drop = opts_.drop_reasoning_over > 0;
+    job->usage.dropped_turns = p.dropped_reasoning_turns;
+    job->usage.prompt_before_drop = p.n_tokens_before_drop;
+    const nlohmann::json tools = cr.tools.is_null() ? nlohmann::json(nullptr) : nlohmann::json::parse(cr.tools.dump());
+    const uint64_t id_seed = (uint64_t(job->created) << 20) ^ n_requests_.load();
+    const tok::Tokenizer& tok = *model_.tokenizer;
+    const chat::OutputFormat format = model_.format;
+    const bool in_reasoning = p.starts_in_reasoning;
+    const std::vector<std::string> stop = cr.stop;
+    job->gen = std::make_unique<Generation>(engine_, metrics_, t0, model_.eos_ids, [=, &tok](int i) {
+      return OutputStream(tok, stop, chat::OutputParser(format, tools, in_reasoning, id_seed + uint64_t(i) * 7919));
+    });
+    run_job(job, engine_, metrics_, g, res);
+  } catch (const ApiError& e) {
+    send_error(res, e);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mmx serve: internal error in /v1/chat/completions: %s\n", e.what());
+    send_error(res, ApiError(500, "internal server error"));
+  }
+}
+
+void Server::handle_completion(const httplib::Request& req, httplib::Response& res) {
+  const double t0 = now_s();
+  try {
+    CompletionRequest cr = parse_completion_request(parse_body(req.body));
+    check_model(cr.model);
+    const tok::Tokenizer& tok = *model_.tokenizer;
+    std::vector<int32_t> ids = cr.prompt_ids;
+    if (ids.empty()) {
+      ids = tok.encode(cr.prompt_text, /*add_special_tokens=*/true);
+      if (ids.empty()) bad_request("'prompt' has no tokens", "prompt");
+    }
+    for (int32_t id : ids)
+      if (!tok.has_id(id)) bad_request("token id " + std::to_string(id) + " is not in the vocabulary", "prompt");
+    const int64_t ctx = engine_.context_limit();
+    GenRequest g = make_gen_request(cr, ids, ctx, model_.eos_ids);
+
+    auto job = std::make_shared<Job>();
+    job->chat = false;
+    job->id = new_id("cmpl-");
+    job->model = model_.name;
+    job->created = int64_t(std::time(nullptr));
+    job->params = cr;
+    job->tok = model_.tokenizer;
+    job->usage.prompt = int64_t(ids.size());
+    const std::vector<std::string> stop = cr.stop;
+    job->gen = std::make_unique<Generation>(engine_, metrics_, t0, model_.eos_ids,
+                                            [stop, &tok](int) { return OutputStream(tok, stop, std::nullopt); });
+    run_job(job, engine_, metrics_, g, res);
+  } catch (const ApiError& e) {
+    send_error(res, e);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mmx serve: internal error in /v1/completions: %s\n", e.what());
+    send_error(res, ApiError(500, "internal server error"));
+  }
+}
+
+}  // namespace mmx::server

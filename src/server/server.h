@@ -1,0 +1,70 @@
+// The OpenAI-compatible HTTP server over an EngineApi (cpp-httplib).
+//
+//   POST /v1/chat/completions   messages -> chat template -> ids -> engine -> OutputParser -> JSON/SSE
+//   POST /v1/completions        prompt text or ids -> engine -> text -> JSON/SSE
+//   GET  /v1/models, /v1/models/{id}, /health, /metrics (Prometheus text)
+//
+// Errors are OpenAI error JSON with the right status (400/401/404/413/429/500); a handler never
+// lets an exception escape, and 500s carry no internal detail. A client that disconnects while
+// streaming gets its engine requests cancelled.
+//
+// Not here: batching, sampling, memory (the engine); parsing of bodies (request.h), prompt
+// building (prompt.h), per-choice output (generation.h).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "engine/engine_api.h"
+#include "server/metrics.h"
+#include "server/served_model.h"
+
+namespace httplib {
+class Server;
+struct Request;
+struct Response;
+}  // namespace httplib
+
+namespace mmx::server {
+
+struct ServerOptions {
+  std::string api_key;                    // "" = no authentication; else "Authorization: Bearer KEY" on /v1/*
+  double drop_reasoning_over = 0;         // 0 = off; else a fraction of the context (see prompt.h)
+  size_t max_body_bytes = size_t(8) << 20;  // larger bodies get 413
+  int n_http_threads = 32;                // concurrent connections (a stream holds one)
+};
+
+class Server {
+ public:
+  // `engine` and the pointers in `model` must outlive the server.
+  Server(EngineApi& engine, ServedModel model, ServerOptions opts);
+  ~Server();  // stops
+
+  // Binds host:port (port 0 = an ephemeral port) and serves on a background thread.
+  // Returns the bound port; throws mmx::Error when the address cannot be bound.
+  int start(const std::string& host, int port);
+  void wait();  // blocks until stop() (from another thread or a signal handler's helper)
+  void stop();
+
+  ServerMetrics& metrics() { return metrics_; }
+
+ private:
+  void routes();
+  void handle_chat(const httplib::Request& req, httplib::Response& res);
+  void handle_completion(const httplib::Request& req, httplib::Response& res);
+  std::string new_id(const char* prefix);
+  void check_model(const std::string& name) const;
+
+  EngineApi& engine_;
+  ServedModel model_;
+  ServerOptions opts_;
+  ServerMetrics metrics_;
+  std::unique_ptr<httplib::Server> http_;
+  std::thread thread_;
+  std::atomic<uint64_t> n_requests_{0};
+};
+
+}  // namespace mmx::server

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The official `openai` npm client against `mmx serve` on a fresh tiny M2 checkpoint.
+#   openai_client_test.sh MMX_BINARY BUILD_DIR
+# Starts the server on an ephemeral port (--port 0; the port is read from its log line), waits
+# for /health, runs openai_client_test.mjs, and stops the server. Exit 77 = SKIPPED (the npm
+# package is not installed: run `bash scripts/npm_setup.sh BUILD`, which needs a registry).
+set -uo pipefail
+MMX=$1
+BUILD=$2
+HERE=$(cd "$(dirname "$0")" && pwd)
+NPM="$BUILD/npm"
+if [ -f "$NPM/UNAVAILABLE" ]; then echo "SKIPPED: npm tools unavailable: $(cat "$NPM/UNAVAILABLE")"; exit 77; fi
+if [ ! -d "$NPM/node_modules/openai" ]; then
+  echo "SKIPPED: $NPM/node_modules/openai missing (run: bash scripts/npm_setup.sh $BUILD)"; exit 77
+fi
+if ! command -v node >/dev/null 2>&1; then echo "SKIPPED: node not found"; exit 77; fi
+
+TMP=$(mktemp -d)
+PID=""
+cleanup() {
+  if [ -n "$PID" ]; then kill "$PID" 2>/dev/null; wait "$PID" 2>/dev/null; fi
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+"$MMX" make-tiny --arch minimax_m2 -o "$TMP/tiny" --dtype f32 --seed 3 >/dev/null || exit 1
+"$MMX" serve -m "$TMP/tiny" --host 127.0.0.1 --port 0 --api-key test-key --served-model-name tiny-m2 \
+  --drop-reasoning-over 0.3 -t 1 2>"$TMP/serve.log" &
+PID=$!
+
+PORT=""
+for _ in $(seq 1 300); do  # up to 30 s for load + bind
+  PORT=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$TMP/serve.log" | head -1)
+  [ -n "$PORT" ] && break
+  if ! kill -0 "$PID" 2>/dev/null; then echo "mmx serve exited:"; cat "$TMP/serve.log"; exit 1; fi
+  sleep 0.1
+done
+if [ -z "$PORT" ]; then echo "mmx serve did not start:"; cat "$TMP/serve.log"; exit 1; fi
+for _ in $(seq 1 100); do
+  node -e "fetch('http://127.0.0.1:$PORT/health').then(r => process.exit(r.ok ? 0 : 1), () => process.exit(1))" && break
+  sleep 0.1
+done
+
+MMX_BASE_URL="http://127.0.0.1:$PORT/v1" MMX_API_KEY=test-key MMX_NPM="$NPM" node "$HERE/openai_client_test.mjs"
+RC=$?
+if [ $RC -ne 0 ]; then echo "--- server log ---"; cat "$TMP/serve.log"; fi
+# The server must still be alive after everything the client threw at it.
+if ! kill -0 "$PID" 2>/dev/null; then echo "mmx serve died during the test"; cat "$TMP/serve.log"; exit 1; fi
+exit $RC

@@ -1,0 +1,576 @@
+// The HTTP server end to end over a scripted FakeEngine: real sockets on 127.0.0.1 (ephemeral
+// port), real tokenizer and chat template (the tiny M2 checkpoint), httplib::Client as client.
+// The "model" says what the script says; the script is the tiny tokenizer's encoding of the
+// text we want, so the output parser sees exactly what a MiniMax model would emit.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "fake_engine.h"
+#include "model/tiny.h"
+#include "server/server.h"
+
+namespace mmx::server {
+namespace {
+
+using json = nlohmann::json;
+using testing::FakeEngine;
+
+// ---- the tiny model's tokenizer and template, written once per test binary ----
+
+struct TinyAssets {
+  std::string dir;
+  std::unique_ptr<tok::Tokenizer> tok;
+  std::unique_ptr<ChatTemplate> tmpl;
+  int32_t eos = -1;
+  static TinyAssets& get() {
+    static TinyAssets a = [] {
+      TinyAssets t;
+      t.dir = (std::filesystem::temp_directory_path() / ("mmx_server_test_" + std::to_string(getpid()))).string();
+      TinyOptions o;
+      o.out_dir = t.dir;
+      o.seed = 1;
+      write_tiny_checkpoint(o);
+      t.tok = std::make_unique<tok::Tokenizer>(tok::Tokenizer::from_path(t.dir));
+      t.tmpl = std::make_unique<ChatTemplate>(ChatTemplate::from_dir(t.dir));
+      t.eos = t.tok->token_to_id("[e~[");
+      std::filesystem::remove_all(t.dir);
+      return t;
+    }();
+    return a;
+  }
+  std::vector<int32_t> say(const std::string& text, bool eos_after = true) const {
+    std::vector<int32_t> ids = tok->encode(text, false);
+    if (eos_after) ids.push_back(eos);
+    return ids;
+  }
+  std::string decode(const std::vector<int32_t>& ids) const { return tok->decode(ids, false); }
+};
+
+const char* kToolText =
+    "The user wants two things.</think>\n\n<minimax:tool_call>\n<invoke name=\"get_weather\">\n"
+    "<parameter name=\"city\">Paris</parameter>\n<parameter name=\"days\">3</parameter>\n</invoke>\n"
+    "<invoke name=\"get_time\">\n<parameter name=\"tz\">CET</parameter>\n</invoke>\n</minimax:tool_call>";
+
+json tools_json() {
+  return json::parse(R"([
+    {"type": "function", "function": {"name": "get_weather", "description": "Weather",
+      "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}}},
+    {"type": "function", "function": {"name": "get_time", "description": "Time",
+      "parameters": {"type": "object", "properties": {"tz": {"type": "string"}}}}}])");
+}
+
+// ---- one server + fake engine per test ----
+
+class ServerTest : public ::testing::Test {
+ protected:
+  FakeEngine engine;
+  std::unique_ptr<Server> server;
+  int port = 0;
+  ServerOptions opts;
+  chat::OutputFormat format = chat::OutputFormat::kM2;
+
+  void SetUp() override {
+    std::signal(SIGPIPE, SIG_IGN);
+    engine.script = TinyAssets::get().say("Let me think.</think>\n\nHello there, friend!");
+  }
+  void start() {
+    ServedModel m;
+    m.name = "tiny-m2";
+    m.tokenizer = TinyAssets::get().tok.get();
+    m.chat_template = TinyAssets::get().tmpl.get();
+    m.format = format;
+    m.eos_ids = {TinyAssets::get().eos};
+    server = std::make_unique<Server>(engine, m, opts);
+    port = server->start("127.0.0.1", 0);
+    ASSERT_GT(port, 0);
+  }
+  void TearDown() override {
+    if (server) {
+      httplib::Client c("127.0.0.1", port);
+      auto h = c.Get("/health");  // every test ends with a healthy server
+      ASSERT_TRUE(h);
+      EXPECT_EQ(h->status, 200);
+      server->stop();
+    }
+  }
+  httplib::Result post(const std::string& path, const std::string& body, httplib::Headers h = {}) {
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(20, 0);
+    return c.Post(path.c_str(), h, body, "application/json");
+  }
+  json post_json(const std::string& path, const json& body, int want_status = 200) {
+    auto r = post(path, body.dump());
+    EXPECT_TRUE(r);
+    if (!r) return json();
+    EXPECT_EQ(r->status, want_status) << r->body;
+    return json::parse(r->body);
+  }
+  static json chat_body(json extra = json::object()) {
+    json b = {{"model", "tiny-m2"}, {"messages", {{{"role", "user"}, {"content", "Hi"}}}}};
+    b.update(extra);
+    return b;
+  }
+};
+
+// "data: {...}\n\n" events -> JSON objects; the final "[DONE]" is checked and dropped.
+std::vector<json> sse_events(const std::string& body) {
+  std::vector<json> out;
+  size_t pos = 0;
+  bool done = false;
+  while (pos < body.size()) {
+    size_t end = body.find("\n\n", pos);
+    if (end == std::string::npos) break;
+    std::string ev = body.substr(pos, end - pos);
+    pos = end + 2;
+    EXPECT_EQ(ev.rfind("data: ", 0), 0u) << ev;
+    ev = ev.substr(6);
+    EXPECT_FALSE(done) << "event after [DONE]";
+    if (ev == "[DONE]") done = true;
+    else out.push_back(json::parse(ev));
+  }
+  EXPECT_TRUE(done) << "no [DONE]";
+  EXPECT_EQ(pos, body.size());
+  return out;
+}
+
+void expect_error(const httplib::Result& r, int status, const std::string& what) {
+  ASSERT_TRUE(r) << what;
+  EXPECT_EQ(r->status, status) << what << ": " << r->body;
+  json j = json::parse(r->body, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << what << ": " << r->body;
+  ASSERT_TRUE(j.contains("error")) << what;
+  EXPECT_TRUE(j["error"]["message"].is_string()) << what;
+  EXPECT_FALSE(j["error"]["message"].get<std::string>().empty()) << what;
+  EXPECT_TRUE(j["error"]["type"].is_string()) << what;
+  EXPECT_TRUE(j["error"].contains("param")) << what;
+  EXPECT_TRUE(j["error"].contains("code")) << what;
+}
+
+// ---- basic endpoints ----
+
+TEST_F(ServerTest, HealthModelsMetrics) {
+  start();
+  httplib::Client c("127.0.0.1", port);
+  auto h = c.Get("/health");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(json::parse(h->body)["status"], "ok");
+  auto m = c.Get("/v1/models");
+  ASSERT_TRUE(m);
+  json mj = json::parse(m->body);
+  EXPECT_EQ(mj["object"], "list");
+  EXPECT_EQ(mj["data"][0]["id"], "tiny-m2");
+  EXPECT_EQ(mj["data"][0]["max_model_len"], 4096);
+  EXPECT_EQ(c.Get("/v1/models/tiny-m2")->status, 200);
+  expect_error(c.Get("/v1/models/gpt-4"), 404, "unknown model card");
+  post_json("/v1/chat/completions", chat_body());
+  auto met = c.Get("/metrics");
+  ASSERT_TRUE(met);
+  EXPECT_EQ(met->status, 200);
+  const std::string& t = met->body;
+  for (const char* want :
+       {"mmx_requests_total{endpoint=\"chat_completions\",status=\"200\"} 1", "mmx_prompt_tokens_total ",
+        "mmx_generation_tokens_total ", "mmx_time_to_first_token_seconds_bucket{le=\"+Inf\"} 1",
+        "mmx_inter_token_latency_seconds_count ", "mmx_prefix_cache_hit_rate 0.25", "mmx_kv_pages_used 3",
+        "mmx_kv_pages_total 100", "mmx_requests_running ", "mmx_requests_waiting ", "mmx_last_batch_tokens 1",
+        "# TYPE mmx_time_to_first_token_seconds histogram"})
+    EXPECT_NE(t.find(want), std::string::npos) << want << "\n" << t;
+}
+
+// ---- chat ----
+
+TEST_F(ServerTest, ChatNonStreamSplitsReasoning) {
+  start();
+  json r = post_json("/v1/chat/completions", chat_body({{"temperature", 0.5}, {"top_p", 0.9}, {"top_k", 40},
+                                                         {"seed", 7}, {"max_tokens", 100}}));
+  EXPECT_EQ(r["object"], "chat.completion");
+  EXPECT_EQ(r["model"], "tiny-m2");
+  EXPECT_EQ(r["id"].get<std::string>().rfind("chatcmpl-", 0), 0u);
+  const json& ch = r["choices"][0];
+  EXPECT_EQ(ch["index"], 0);
+  EXPECT_EQ(ch["message"]["role"], "assistant");
+  EXPECT_EQ(ch["message"]["reasoning_content"], "Let me think.");
+  EXPECT_EQ(ch["message"]["content"], "Hello there, friend!");
+  EXPECT_FALSE(ch["message"].contains("tool_calls"));
+  EXPECT_EQ(ch["finish_reason"], "stop");
+  EXPECT_TRUE(ch["logprobs"].is_null());
+  // The engine got the rendered prompt and the sampling parameters.
+  auto reqs = engine.requests();
+  ASSERT_EQ(reqs.size(), 1u);
+  const std::string prompt = TinyAssets::get().decode(reqs[0].prompt);
+  EXPECT_NE(prompt.find("]~b]user\nHi[e~["), std::string::npos) << prompt;
+  EXPECT_EQ(prompt.substr(prompt.size() - 15), "]~b]ai\n<think>\n");
+  EXPECT_FLOAT_EQ(reqs[0].sampling.temperature, 0.5f);
+  EXPECT_FLOAT_EQ(reqs[0].sampling.top_p, 0.9f);
+  EXPECT_EQ(reqs[0].sampling.top_k, 40);
+  EXPECT_EQ(reqs[0].sampling.seed, 7u);
+  EXPECT_EQ(reqs[0].max_tokens, 100);
+  EXPECT_EQ(reqs[0].stop_ids, std::vector<int32_t>{TinyAssets::get().eos});
+  // Usage: the prompt as submitted, every generated token (the end-of-sequence one included).
+  EXPECT_EQ(r["usage"]["prompt_tokens"], reqs[0].prompt.size());
+  EXPECT_EQ(r["usage"]["completion_tokens"], engine.script.size());
+  EXPECT_EQ(r["usage"]["total_tokens"], reqs[0].prompt.size() + engine.script.size());
+  EXPECT_EQ(r["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  EXPECT_FALSE(r["usage"].contains("dropped_reasoning_turns"));  // only with --drop-reasoning-over
+}
+
+TEST_F(ServerTest, ChatStreamDeltas) {
+  start();
+  engine.n_cached = 4;
+  auto r = post("/v1/chat/completions",
+                chat_body({{"stream", true}, {"stream_options", {{"include_usage", true}}}}).dump());
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->get_header_value("Content-Type"), "text/event-stream");
+  std::vector<json> ev = sse_events(r->body);
+  ASSERT_GE(ev.size(), 4u);
+  EXPECT_EQ(ev[0]["choices"][0]["delta"]["role"], "assistant");
+  std::string reasoning, content, finish;
+  int n_content_chunks = 0;
+  for (const json& e : ev) {
+    EXPECT_EQ(e["object"], "chat.completion.chunk");
+    EXPECT_EQ(e["id"], ev[0]["id"]);
+    if (e["choices"].empty()) continue;
+    const json& d = e["choices"][0]["delta"];
+    if (d.contains("reasoning_content")) reasoning += d["reasoning_content"].get<std::string>();
+    if (d.contains("content")) content += d["content"].get<std::string>(), ++n_content_chunks;
+    if (!e["choices"][0]["finish_reason"].is_null()) finish = e["choices"][0]["finish_reason"];
+  }
+  EXPECT_EQ(reasoning, "Let me think.");
+  EXPECT_EQ(content, "Hello there, friend!");
+  EXPECT_GT(n_content_chunks, 2);  // incremental, not one blob
+  EXPECT_EQ(finish, "stop");
+  const json& last = ev.back();  // the usage chunk: no choices
+  EXPECT_TRUE(last["choices"].empty());
+  EXPECT_EQ(last["usage"]["completion_tokens"], engine.script.size());
+  EXPECT_EQ(last["usage"]["prompt_tokens_details"]["cached_tokens"], 4);
+}
+
+TEST_F(ServerTest, ParallelToolCalls) {
+  start();
+  engine.script = TinyAssets::get().say(kToolText);
+  json r = post_json("/v1/chat/completions", chat_body({{"tools", tools_json()}}));
+  const json& msg = r["choices"][0]["message"];
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "tool_calls");
+  EXPECT_EQ(msg["reasoning_content"], "The user wants two things.");
+  EXPECT_TRUE(msg["content"].is_null());
+  ASSERT_EQ(msg["tool_calls"].size(), 2u);
+  const json& c0 = msg["tool_calls"][0];
+  EXPECT_EQ(c0["type"], "function");
+  EXPECT_EQ(c0["id"].get<std::string>().rfind("call_", 0), 0u);
+  EXPECT_EQ(c0["function"]["name"], "get_weather");
+  ASSERT_TRUE(c0["function"]["arguments"].is_string());  // a JSON string, typed by the schema
+  EXPECT_EQ(json::parse(c0["function"]["arguments"].get<std::string>()), json({{"city", "Paris"}, {"days", 3}}));
+  EXPECT_EQ(msg["tool_calls"][1]["function"]["name"], "get_time");
+  EXPECT_NE(msg["tool_calls"][1]["id"], c0["id"]);
+  // The tools reached the prompt.
+  const std::string prompt = TinyAssets::get().decode(engine.requests()[0].prompt);
+  EXPECT_NE(prompt.find("<tools>"), std::string::npos);
+  EXPECT_NE(prompt.find("get_weather"), std::string::npos);
+
+  // Streamed: each call arrives as one delta with its index.
+  auto s = post("/v1/chat/completions", chat_body({{"tools", tools_json()}, {"stream", true}}).dump());
+  ASSERT_TRUE(s);
+  std::vector<json> calls;
+  std::string finish;
+  for (const json& e : sse_events(s->body)) {
+    const json& ch = e["choices"][0];
+    if (ch["delta"].contains("tool_calls"))
+      for (const json& c : ch["delta"]["tool_calls"]) calls.push_back(c);
+    if (!ch["finish_reason"].is_null()) finish = ch["finish_reason"];
+  }
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[0]["index"], 0);
+  EXPECT_EQ(calls[1]["index"], 1);
+  EXPECT_EQ(calls[1]["function"]["name"], "get_time");
+  EXPECT_EQ(json::parse(calls[1]["function"]["arguments"].get<std::string>()), json({{"tz", "CET"}}));
+  EXPECT_EQ(finish, "tool_calls");
+}
+
+TEST_F(ServerTest, ToolChoiceNoneAndNamedAndHistoryArgumentsAsStrings) {
+  start();
+  post_json("/v1/chat/completions", chat_body({{"tools", tools_json()}, {"tool_choice", "none"}}));
+  std::string prompt = TinyAssets::get().decode(engine.requests().back().prompt);
+  EXPECT_EQ(prompt.find("<tools>"), std::string::npos) << "tool_choice none must hide the tools";
+  post_json("/v1/chat/completions",
+            chat_body({{"tools", tools_json()}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_time"}}}}}}));
+  prompt = TinyAssets::get().decode(engine.requests().back().prompt);
+  EXPECT_EQ(prompt.find("get_weather"), std::string::npos);
+  EXPECT_NE(prompt.find("get_time"), std::string::npos);
+  expect_error(post("/v1/chat/completions", chat_body({{"tools", tools_json()}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "nope"}}}}}}).dump()),
+               400, "named tool not in tools");
+  // An OpenAI-style history: arguments as a JSON string, then the tool result.
+  json msgs = json::parse(R"([
+    {"role": "user", "content": "Weather in Paris?"},
+    {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+      "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\", \"days\": 2}"}}]},
+    {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}])");
+  post_json("/v1/chat/completions", {{"messages", msgs}, {"tools", tools_json()}});
+  prompt = TinyAssets::get().decode(engine.requests().back().prompt);
+  EXPECT_NE(prompt.find("<parameter name=\"city\">Paris</parameter>"), std::string::npos) << prompt;
+  EXPECT_NE(prompt.find("<response>sunny</response>"), std::string::npos) << prompt;
+}
+
+TEST_F(ServerTest, AppendThinkFormat) {
+  format = chat::OutputFormat::kM2AppendThink;
+  start();
+  json r = post_json("/v1/chat/completions", chat_body());
+  const json& msg = r["choices"][0]["message"];
+  EXPECT_FALSE(msg.contains("reasoning_content"));
+  EXPECT_EQ(msg["content"], "<think>Let me think.</think>\n\nHello there, friend!");
+}
+
+TEST_F(ServerTest, Logprobs) {
+  start();
+  json r = post_json("/v1/chat/completions", chat_body({{"logprobs", true}, {"top_logprobs", 2}}));
+  const json& lp = r["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(lp.size(), engine.script.size());
+  EXPECT_EQ(engine.requests()[0].top_logprobs, 2);
+  for (size_t i = 0; i < lp.size(); ++i) {
+    EXPECT_EQ(lp[i]["token"], TinyAssets::get().decode({engine.script[i]}));
+    EXPECT_FLOAT_EQ(lp[i]["logprob"].get<float>(), -0.25f * float(i % 4 + 1));
+    ASSERT_EQ(lp[i]["top_logprobs"].size(), 2u);
+    EXPECT_TRUE(lp[i]["bytes"].is_array());
+  }
+  // Streamed: the logprob entries of all chunks add up to every token.
+  auto s = post("/v1/chat/completions", chat_body({{"logprobs", true}, {"stream", true}}).dump());
+  size_t n = 0;
+  for (const json& e : sse_events(s->body))
+    if (!e["choices"].empty() && e["choices"][0]["logprobs"].is_object())
+      n += e["choices"][0]["logprobs"]["content"].size();
+  EXPECT_EQ(n, engine.script.size());
+}
+
+TEST_F(ServerTest, StopStrings) {
+  start();
+  json r = post_json("/v1/chat/completions", chat_body({{"stop", "there"}}));
+  EXPECT_EQ(r["choices"][0]["message"]["content"], "Hello ");
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "stop");
+  r = post_json("/v1/chat/completions", chat_body({{"stop", {"zzz", ", fr"}}, {"stream", false}}));
+  EXPECT_EQ(r["choices"][0]["message"]["content"], "Hello there");
+  // Streamed, and a stop string spanning several tokens.
+  auto s = post("/v1/chat/completions", chat_body({{"stop", {"there, friend"}}, {"stream", true}}).dump());
+  std::string content;
+  for (const json& e : sse_events(s->body))
+    if (!e["choices"].empty() && e["choices"][0]["delta"].contains("content"))
+      content += e["choices"][0]["delta"]["content"].get<std::string>();
+  EXPECT_EQ(content, "Hello ");
+  // A stop string that never occurs changes nothing.
+  r = post_json("/v1/chat/completions", chat_body({{"stop", {"Hello world"}}}));
+  EXPECT_EQ(r["choices"][0]["message"]["content"], "Hello there, friend!");
+}
+
+TEST_F(ServerTest, MaxTokensLength) {
+  start();
+  json r = post_json("/v1/chat/completions", chat_body({{"max_completion_tokens", 3}}));
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(r["usage"]["completion_tokens"], 3);
+  EXPECT_EQ(engine.requests()[0].max_tokens, 3);
+}
+
+TEST_F(ServerTest, NChoices) {
+  start();
+  json r = post_json("/v1/chat/completions", chat_body({{"n", 2}, {"seed", 10}}));
+  ASSERT_EQ(r["choices"].size(), 2u);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(r["choices"][i]["index"], i);
+    EXPECT_EQ(r["choices"][i]["message"]["content"], "Hello there, friend!");
+  }
+  EXPECT_EQ(r["usage"]["completion_tokens"], 2 * engine.script.size());
+  auto reqs = engine.requests();
+  ASSERT_EQ(reqs.size(), 2u);
+  EXPECT_NE(reqs[0].sampling.seed, reqs[1].sampling.seed);  // independent samples
+  // Streamed: both indices finish.
+  auto s = post("/v1/chat/completions", chat_body({{"n", 2}, {"stream", true}}).dump());
+  std::set<int> finished;
+  std::string content[2];
+  for (const json& e : sse_events(s->body)) {
+    const json& ch = e["choices"][0];
+    if (ch["delta"].contains("content")) content[ch["index"].get<int>()] += ch["delta"]["content"].get<std::string>();
+    if (!ch["finish_reason"].is_null()) finished.insert(ch["index"].get<int>());
+  }
+  EXPECT_EQ(finished, (std::set<int>{0, 1}));
+  EXPECT_EQ(content[0], "Hello there, friend!");
+  EXPECT_EQ(content[1], "Hello there, friend!");
+}
+
+// ---- completions ----
+
+TEST_F(ServerTest, Completions) {
+  start();
+  engine.script = TinyAssets::get().say(" world and more");
+  json r = post_json("/v1/completions", {{"model", "tiny-m2"}, {"prompt", "Hello"}, {"logprobs", 1}});
+  EXPECT_EQ(r["object"], "text_completion");
+  EXPECT_EQ(r["choices"][0]["text"], " world and more");  // no output parsing, EOS not shown
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "stop");
+  const json& lp = r["choices"][0]["logprobs"];
+  EXPECT_EQ(lp["tokens"].size(), engine.script.size());
+  EXPECT_EQ(lp["text_offset"][0], 0);
+  EXPECT_EQ(TinyAssets::get().decode(engine.requests()[0].prompt), "Hello");
+  r = post_json("/v1/completions", {{"prompt", {1, 2, 3}}, {"max_tokens", 2}});
+  EXPECT_EQ(engine.requests().back().prompt, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "length");
+  auto s = post("/v1/completions", json({{"prompt", "Hello"}, {"stream", true}}).dump());
+  std::string text;
+  for (const json& e : sse_events(s->body)) text += e["choices"][0]["text"].get<std::string>();
+  EXPECT_EQ(text, " world and more");
+  expect_error(post("/v1/completions", json({{"prompt", {1, 99999}}}).dump()), 400, "id outside vocab");
+  expect_error(post("/v1/completions", json({{"prompt", 5}}).dump()), 400, "prompt number");
+  expect_error(post("/v1/completions", json({{"prompt", ""}}).dump()), 400, "empty prompt");
+}
+
+// ---- authentication, refusals, disconnects ----
+
+TEST_F(ServerTest, ApiKey) {
+  opts.api_key = "sekrit";
+  start();
+  expect_error(post("/v1/chat/completions", chat_body().dump()), 401, "no key");
+  expect_error(post("/v1/chat/completions", chat_body().dump(), {{"Authorization", "Bearer wrong"}}), 401, "bad key");
+  httplib::Client c("127.0.0.1", port);
+  expect_error(c.Get("/v1/models"), 401, "models without key");
+  auto ok = post("/v1/chat/completions", chat_body().dump(), {{"Authorization", "Bearer sekrit"}});
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200);
+  EXPECT_EQ(c.Get("/health")->status, 200);  // probes need no key
+  EXPECT_TRUE(engine.requests().size() == 1u);
+}
+
+TEST_F(ServerTest, QueueFullIs429) {
+  engine.max_in_flight = 0;
+  start();
+  expect_error(post("/v1/chat/completions", chat_body().dump()), 429, "non-stream");
+  expect_error(post("/v1/chat/completions", chat_body({{"stream", true}}).dump()), 429, "stream");
+  auto r = json::parse(post("/v1/chat/completions", chat_body().dump())->body);
+  EXPECT_EQ(r["error"]["type"], "rate_limit_error");
+}
+
+// Raw socket: send a streaming request, read the first bytes, hang up.
+void stream_and_hang_up(int port, const std::string& body) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(uint16_t(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  const std::string req = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                          "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+  ASSERT_EQ(send(fd, req.data(), req.size(), 0), ssize_t(req.size()));
+  char buf[512];
+  ASSERT_GT(recv(fd, buf, sizeof buf, 0), 0);  // headers / first chunk arrived: it is streaming
+  close(fd);
+}
+
+TEST_F(ServerTest, ClientDisconnectCancels) {
+  engine.token_delay_ms = 20;
+  std::vector<int32_t> longer;
+  for (int i = 0; i < 200; ++i) longer.push_back(TinyAssets::get().tok->encode(" la", false)[0]);
+  engine.script = longer;
+  start();
+  stream_and_hang_up(port, chat_body({{"stream", true}}).dump());
+  for (int i = 0; i < 200 && engine.n_cancelled() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  EXPECT_EQ(engine.n_cancelled(), 1);
+  EXPECT_EQ(engine.n_in_flight(), 0);
+}
+
+// ---- every malformed input: the right status, the error JSON, and a healthy server after ----
+
+TEST_F(ServerTest, MalformedInputs) {
+  engine.context = 300;  // "Hi" renders to ~100 tokens with the tiny tokenizer
+  start();
+  const std::string chat = "/v1/chat/completions";
+  expect_error(post(chat, "{\"messages\": [}"), 400, "bad JSON");
+  expect_error(post(chat, ""), 400, "empty body");
+  expect_error(post(chat, "[1, 2]"), 400, "not an object");
+  expect_error(post(chat, "{\"messages\": [{\"role\": \"user\", \"content\": \"\xff\xfe\"}]}"), 400, "invalid UTF-8");
+  expect_error(post(chat, json({{"model", "tiny-m2"}}).dump()), 400, "no messages");
+  expect_error(post(chat, json({{"messages", "hi"}}).dump()), 400, "messages string");
+  expect_error(post(chat, json({{"messages", json::array()}}).dump()), 400, "messages empty");
+  expect_error(post(chat, json({{"messages", {{{"role", "wizard"}, {"content", "x"}}}}}).dump()), 400, "unknown role");
+  expect_error(post(chat, json({{"messages", {{{"role", "user"}, {"content", 5}}}}}).dump()), 400, "content number");
+  expect_error(post(chat, json({{"messages", {{{"content", "x"}}}}}).dump()), 400, "no role");
+  expect_error(post(chat, chat_body({{"temperature", "hot"}}).dump()), 400, "temperature string");
+  expect_error(post(chat, chat_body({{"temperature", -0.5}}).dump()), 400, "temperature < 0");
+  expect_error(post(chat, chat_body({{"top_p", 0}}).dump()), 400, "top_p 0");
+  expect_error(post(chat, chat_body({{"top_p", 1.5}}).dump()), 400, "top_p > 1");
+  expect_error(post(chat, chat_body({{"max_tokens", -5}}).dump()), 400, "negative max_tokens");
+  expect_error(post(chat, chat_body({{"max_tokens", 0}}).dump()), 400, "zero max_tokens");
+  expect_error(post(chat, chat_body({{"max_tokens", 1.5}}).dump()), 400, "fractional max_tokens");
+  expect_error(post(chat, chat_body({{"n", 0}}).dump()), 400, "n 0");
+  expect_error(post(chat, chat_body({{"n", 17}}).dump()), 400, "n 17");
+  expect_error(post(chat, chat_body({{"stream", "yes"}}).dump()), 400, "stream string");
+  expect_error(post(chat, chat_body({{"stop", 3}}).dump()), 400, "stop number");
+  expect_error(post(chat, chat_body({{"stop", {""}}}).dump()), 400, "stop empty");
+  expect_error(post(chat, chat_body({{"tools", "x"}}).dump()), 400, "tools string");
+  expect_error(post(chat, chat_body({{"tool_choice", "maybe"}}).dump()), 400, "tool_choice word");
+  expect_error(post(chat, chat_body({{"top_logprobs", 30}, {"logprobs", true}}).dump()), 400, "top_logprobs 30");
+  expect_error(post(chat, chat_body({{"seed", "x"}}).dump()), 400, "seed string");
+  // A template-level refusal: a tool result with no assistant tool call before it.
+  expect_error(post(chat, json({{"messages", {{{"role", "tool"}, {"content", "x"}}}}}).dump()), 400, "template raise");
+  // Unknown model -> 404 with code model_not_found.
+  auto um = post(chat, chat_body({{"model", "gpt-4"}}).dump());
+  expect_error(um, 404, "unknown model");
+  EXPECT_EQ(json::parse(um->body)["error"]["code"], "model_not_found");
+  // Prompt over the context (300 tokens here).
+  auto big = post(chat, chat_body({{"messages", {{{"role", "user"}, {"content", std::string(3000, 'a')}}}}}).dump());
+  expect_error(big, 400, "prompt over context");
+  EXPECT_EQ(json::parse(big->body)["error"]["code"], "context_length_exceeded");
+  // Huge body: over the 8 MiB limit.
+  expect_error(post(chat, std::string(9 << 20, ' ')), 413, "huge body");
+  // Unknown routes and methods.
+  httplib::Client c("127.0.0.1", port);
+  expect_error(c.Get("/v2/nothing"), 404, "unknown route");
+  expect_error(c.Get("/v1/chat/completions"), 404, "GET on a POST route");
+  expect_error(post("/v1/embeddings", "{}"), 404, "unsupported endpoint");
+  EXPECT_TRUE(engine.requests().empty()) << "no malformed request may reach the engine";
+  // Still serving.
+  json r = post_json(chat, chat_body());
+  EXPECT_EQ(r["choices"][0]["message"]["content"], "Hello there, friend!");
+}
+
+// ---- agent-harness context management ----
+
+TEST_F(ServerTest, DropReasoningOverThreshold) {
+  // Measured with the tiny tokenizer: 667 prompt tokens with both reasoning texts, ~456 with
+  // one, 244 with none. Threshold 0.5 x 1000 = 500: exactly the oldest one must go.
+  opts.drop_reasoning_over = 0.5;
+  engine.context = 1000;
+  start();
+  const std::string r1(200, 'x'), r2(200, 'y');
+  json msgs = {{{"role", "user"}, {"content", "Plan a trip"}},
+               {{"role", "assistant"}, {"content", ""}, {"reasoning_content", "first " + r1},
+                {"tool_calls", {{{"id", "c1"}, {"type", "function"},
+                                 {"function", {{"name", "get_time"}, {"arguments", "{\"tz\": \"CET\"}"}}}}}}},
+               {{"role", "tool"}, {"content", "12:00"}},
+               {{"role", "assistant"}, {"content", ""}, {"reasoning_content", "second " + r2},
+                {"tool_calls", {{{"id", "c2"}, {"type", "function"},
+                                 {"function", {{"name", "get_time"}, {"arguments", "{\"tz\": \"UTC\"}"}}}}}}},
+               {{"role", "tool"}, {"content", "11:00"}}};
+  json r = post_json("/v1/chat/completions", {{"messages", msgs}});
+  const json& u = r["usage"];
+  EXPECT_EQ(u["dropped_reasoning_turns"], 1);
+  EXPECT_LT(u["prompt_tokens"].get<int>(), u["prompt_tokens_before_drop"].get<int>());
+  const std::string prompt = TinyAssets::get().decode(engine.requests().back().prompt);
+  EXPECT_EQ(prompt.find("first xxx"), std::string::npos) << "the oldest reasoning goes first";
+  EXPECT_NE(prompt.find("second yyy"), std::string::npos) << "the newer reasoning stays";
+  EXPECT_LE(u["prompt_tokens"].get<int>(), 500);
+  EXPECT_GT(u["prompt_tokens_before_drop"].get<int>(), 500);
+  // Under the threshold nothing is dropped.
+  r = post_json("/v1/chat/completions", chat_body());
+  EXPECT_EQ(r["usage"]["dropped_reasoning_turns"], 0);
+  EXPECT_EQ(r["usage"]["prompt_tokens_before_drop"], r["usage"]["prompt_tokens"]);
+}
+
+}  // namespace
+}  // namespace mmx::server

@@ -1,0 +1,128 @@
+// mmx serve — the OpenAI-compatible HTTP server (src/server) over the continuous-batching
+// Engine (src/engine/engine.h) for one checkpoint.
+//
+//   mmx serve -m DIR [--host 127.0.0.1] [--port 8080] [--api-key K] [--reasoning-format F]
+//             [--max-batch-tokens N] [--kv-pages N] [--max-queue N] [--max-running N]
+//             [--served-model-name NAME] [--drop-reasoning-over F] [-t THREADS]
+//
+// Prints "mmx serve: listening on http://HOST:PORT" on stderr once it accepts connections
+// (--port 0 picks a free port; the line says which). SIGINT / SIGTERM stop it cleanly.
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <thread>
+
+#include "base/error.h"
+#include "common.h"
+#include "engine/engine.h"
+#include "ops/ops.h"
+#include "server/server.h"
+#include "template/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace mmx::cli {
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+void on_signal(int) { g_stop = true; }
+
+struct Opts {
+  std::string model, host = "127.0.0.1", reasoning_format = "auto", served_name;
+  int port = 8080, threads = 0;
+  LoadOptions load;
+  EngineOptions engine;  // what the engine owns: budgets and queue limits (passed through)
+  server::ServerOptions server;
+};
+
+// The output parser for the model family; --reasoning-format picks between the M2 variants.
+chat::OutputFormat pick_format(Family family, const std::string& name) {
+  const auto fam_default = family == Family::kMiniMaxM3       ? chat::OutputFormat::kM3
+                           : family == Family::kMiniMaxText01 ? chat::OutputFormat::kM1
+                                                              : chat::OutputFormat::kM2;
+  if (name == "auto") return fam_default;
+  const auto f = chat::output_format_from_name(name);
+  if (!f) fail("--reasoning-format '{}': use minimax_m2, minimax_m2_append_think, minimax_m3 or minimax", name);
+  const bool m2 = *f == chat::OutputFormat::kM2 || *f == chat::OutputFormat::kM2AppendThink;
+  if (m2 != (fam_default == chat::OutputFormat::kM2) || (!m2 && *f != fam_default))
+    fail("--reasoning-format '{}' does not match this model family", name);
+  return *f;
+}
+
+void run_serve(Opts o) {
+  ops::set_n_threads(o.threads);
+  if (!std::filesystem::exists(std::filesystem::path(o.model) / "tokenizer.json"))
+    fail("{} has no tokenizer.json: the server needs the checkpoint's tokenizer", o.model);
+  tok::Tokenizer tokenizer = tok::Tokenizer::from_path(o.model);
+  std::optional<ChatTemplate> tmpl;
+  try {
+    tmpl.emplace(ChatTemplate::from_dir(o.model));
+  } catch (const Error& e) {
+    std::fprintf(stderr, "mmx serve: no chat template (%s); /v1/chat/completions will answer 400\n", e.what());
+  }
+  auto model = load_model(o.model, progress_bar, o.load);
+  const ModelConfig& cfg = model->config();
+
+  server::ServedModel sm;
+  sm.name = o.served_name.empty() ? std::filesystem::path(o.model).lexically_normal().filename().string() : o.served_name;
+  if (sm.name.empty()) sm.name = std::filesystem::path(o.model).lexically_normal().parent_path().filename().string();
+  sm.tokenizer = &tokenizer;
+  sm.chat_template = tmpl ? &*tmpl : nullptr;
+  sm.format = pick_format(cfg.family, o.reasoning_format);
+  for (int64_t id : cfg.eos_token_ids) sm.eos_ids.push_back(int32_t(id));
+
+  o.engine.eos_ids = sm.eos_ids;
+  o.engine.n_valid_vocab = tokenizer.vocab_size();
+  Engine engine(*model, o.engine);
+  server::Server srv(engine, sm, o.server);
+  const int port = srv.start(o.host, o.port);
+  std::fprintf(stderr, "mmx serve: %s (%s) listening on http://%s:%d\n", sm.name.c_str(), o.model.c_str(),
+               o.host.c_str(), port);
+  std::signal(SIGPIPE, SIG_IGN);  // a client that disconnects mid-write is an error return, not death
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::fprintf(stderr, "mmx serve: stopping\n");
+  srv.stop();
+}
+
+}  // namespace
+
+void add_serve(CLI::App& app, Action& action) {
+  auto o = std::make_shared<Opts>();
+  CLI::App* c = app.add_subcommand("serve", "OpenAI-compatible HTTP server (/v1/chat/completions, "
+                                            "/v1/completions, /v1/models, /health, /metrics)");
+  c->add_option("-m,--model", o->model, "Checkpoint directory (Hugging Face layout)")->required();
+  c->add_option("--host", o->host, "Address to listen on")->capture_default_str();
+  c->add_option("--port", o->port, "Port (0 = any free port)")->capture_default_str()->check(CLI::Range(0, 65535));
+  c->add_option("--api-key", o->server.api_key, "Require 'Authorization: Bearer KEY' on /v1/*");
+  c->add_option("--reasoning-format", o->reasoning_format,
+                "Output parser: auto (by model family), minimax_m2 (reasoning_content field), "
+                "minimax_m2_append_think (\"<think>\" + text in content), minimax_m3, minimax")
+      ->capture_default_str();
+  c->add_option("--served-model-name", o->served_name, "Model name for clients (default: the directory name)");
+  c->add_option("--drop-reasoning-over", o->server.drop_reasoning_over,
+                "When the prompt exceeds F x context, drop reasoning of the oldest assistant turns "
+                "(0 = off; 0.3 is a good start)")
+      ->check(CLI::Range(0.0, 1.0));
+  c->add_option("--max-batch-tokens", o->engine.max_batch_tokens, "Engine: tokens per step")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_option("--kv-pages", o->engine.kv_token_budget,
+                "Engine: KV memory budget in pages (1 token per page at this stage; 0 = 64 x context)")
+      ->check(CLI::NonNegativeNumber);
+  c->add_option("--max-queue", o->engine.max_waiting, "Engine: waiting requests before 429")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_option("--max-running", o->engine.max_running, "Engine: sequences decoded together")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_option("--http-threads", o->server.n_http_threads, "Concurrent HTTP connections")
+      ->capture_default_str()->check(CLI::Range(2, 1024));
+  c->add_option("-t,--threads", o->threads, "CPU threads for the model (0 = all cores)");
+  add_load_options(c, &o->load);
+  c->callback([o, &action] { action = [o] { run_serve(*o); }; });
+}
+
+}  // namespace mmx::cli

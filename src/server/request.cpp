@@ -1,5 +1,6 @@
 #include "server/request.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "server/api_error.h"
@@ -178,10 +179,33 @@ void check_tools(const ojson& tools) {
   }
 }
 
+// Deepest [ / { nesting outside strings. JSON values are copied and destroyed recursively, so
+// a hostile body of a million '[' must be refused before it is parsed.
+int max_nesting(const std::string& s) {
+  int depth = 0, deepest = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
 }  // namespace
 
 ojson parse_body(const std::string& body) {
   if (!tok::utf8_is_valid(body)) bad_request("the request body is not valid UTF-8");
+  if (max_nesting(body) > kMaxJsonDepth)
+    bad_request("the request body is nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
   ojson j = ojson::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) bad_request("the request body is not valid JSON");
   if (!j.is_object()) bad_request("the request body must be a JSON object");

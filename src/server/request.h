@@ -21,6 +21,7 @@ using ojson = nlohmann::ordered_json;
 constexpr int kMaxChoices = 16;       // n in 1..16
 constexpr int kMaxTopLogprobs = 20;   // top_logprobs in 0..20
 constexpr int kMaxStopStrings = 16;
+constexpr int kMaxJsonDepth = 64;    // deeper request bodies are refused (400)
 
 // Fields shared by /v1/chat/completions and /v1/completions.
 struct GenerationParams {

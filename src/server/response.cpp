@@ -1,5 +1,7 @@
 #include "server/response.h"
 
+#include "tokenizer/unicode.h"
+
 namespace mmx::server {
 
 namespace {
@@ -7,10 +9,25 @@ std::string token_text(const tok::Tokenizer& tok, int32_t id) {
   const int32_t one[1] = {id};
   return tok.decode(one, /*skip_special_tokens=*/false);
 }
-json bytes_of(const std::string& s) {
-  json b = json::array();
-  for (unsigned char c : s) b.push_back(int(c));
-  return b;
+// The token's own bytes (a byte-level token may hold part of a UTF-8 character, which the
+// decoded text shows as U+FFFD); the decoded text when the token is not in the byte alphabet.
+json bytes_of(const tok::Tokenizer& tok, int32_t id, const std::string& decoded) {
+  std::string raw, s;
+  if (tok.decoder_is_byte_level() && tok.token_string(id, s)) {
+    for (size_t i = 0; i < s.size();) {
+      const int b = tok::codepoint_to_byte(tok::utf8_next(s, i));
+      if (b < 0) {
+        raw = decoded;
+        break;
+      }
+      raw.push_back(char(b));
+    }
+  } else {
+    raw = decoded;
+  }
+  json out = json::array();
+  for (unsigned char c : raw) out.push_back(int(c));
+  return out;
 }
 }  // namespace
 
@@ -21,9 +38,9 @@ json chat_logprobs_content(const tok::Tokenizer& tok, const std::vector<GenEvent
     json top = json::array();
     for (const TokenLogprob& a : ev.top) {
       const std::string at = token_text(tok, a.id);
-      top.push_back({{"token", at}, {"logprob", a.logprob}, {"bytes", bytes_of(at)}});
+      top.push_back({{"token", at}, {"logprob", a.logprob}, {"bytes", bytes_of(tok, a.id, at)}});
     }
-    out.push_back({{"token", t}, {"logprob", ev.logprob}, {"bytes", bytes_of(t)}, {"top_logprobs", top}});
+    out.push_back({{"token", t}, {"logprob", ev.logprob}, {"bytes", bytes_of(tok, ev.token, t)}, {"top_logprobs", top}});
   }
   return out;
 }

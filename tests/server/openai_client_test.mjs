@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { createRequire } from "node:module";
 import path from "node:path";
 
-const require = createRequire(path.join(process.env.MMX_NPM, "package.json"));
+const require = createRequire(path.resolve(process.env.MMX_NPM, "package.json"));
 const OpenAI = require("openai").default ?? require("openai");
 const client = new OpenAI({ baseURL: process.env.MMX_BASE_URL, apiKey: process.env.MMX_API_KEY, maxRetries: 0 });
 const MODEL = "tiny-m2";

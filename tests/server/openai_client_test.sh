@@ -23,7 +23,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$MMX" make-tiny --arch minimax_m2 -o "$TMP/tiny" --dtype f32 --seed 3 >/dev/null || exit 1
+"$MMX" make-tiny --arch minimax_m2 -o "$TMP/tiny" --dtype f32 --seed 3 >/dev/null 2>&1 || exit 1
 "$MMX" serve -m "$TMP/tiny" --host 127.0.0.1 --port 0 --api-key test-key --served-model-name tiny-m2 \
   --drop-reasoning-over 0.3 -t 1 2>"$TMP/serve.log" &
 PID=$!

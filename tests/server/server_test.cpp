@@ -333,6 +333,7 @@ TEST_F(ServerTest, AppendThinkFormat) {
 
 TEST_F(ServerTest, Logprobs) {
   start();
+  engine.script = TinyAssets::get().say("Caf\u00e9 \U0001F642</think>ok");  // multi-byte characters split over tokens
   json r = post_json("/v1/chat/completions", chat_body({{"logprobs", true}, {"top_logprobs", 2}}));
   const json& lp = r["choices"][0]["logprobs"]["content"];
   ASSERT_EQ(lp.size(), engine.script.size());
@@ -343,6 +344,11 @@ TEST_F(ServerTest, Logprobs) {
     ASSERT_EQ(lp[i]["top_logprobs"].size(), 2u);
     EXPECT_TRUE(lp[i]["bytes"].is_array());
   }
+  // The bytes of all tokens are exactly the generated text (including the special tokens).
+  std::string all;
+  for (const json& e : lp)
+    for (const json& b : e["bytes"]) all.push_back(char(b.get<int>()));
+  EXPECT_EQ(all, TinyAssets::get().decode(engine.script));
   // Streamed: the logprob entries of all chunks add up to every token.
   auto s = post("/v1/chat/completions", chat_body({{"logprobs", true}, {"stream", true}}).dump());
   size_t n = 0;
@@ -493,6 +499,10 @@ TEST_F(ServerTest, MalformedInputs) {
   expect_error(post(chat, "{\"messages\": [}"), 400, "bad JSON");
   expect_error(post(chat, ""), 400, "empty body");
   expect_error(post(chat, "[1, 2]"), 400, "not an object");
+  expect_error(post(chat, "{\"messages\": " + std::string(1 << 20, '[') + std::string(1 << 20, ']') + "}"), 400,
+               "nested a million deep");
+  expect_error(post(chat, "{\"messages\": [{\"role\": \"user\", \"content\": \"\\udc00\"}]}"), 400,
+               "lone surrogate escape");
   expect_error(post(chat, "{\"messages\": [{\"role\": \"user\", \"content\": \"\xff\xfe\"}]}"), 400, "invalid UTF-8");
   expect_error(post(chat, json({{"model", "tiny-m2"}}).dump()), 400, "no messages");
   expect_error(post(chat, json({{"messages", "hi"}}).dump()), 400, "messages string");

@@ -48,6 +48,16 @@ void FakeEngine::play(uint64_t id, GenRequest r, std::shared_ptr<Run> run) {
   std::string reason = "stop";
   bool stop = false;
   for (size_t i = 0; i < script.size() && !stop; ++i) {
+    if (int(i) == fail_after) {
+      GenEvent e;
+      e.kind = GenEvent::kError;
+      e.error = "the engine failed";
+      e.http_status = 500;
+      std::lock_guard<std::mutex> rl(run->mu);
+      if (!run->cancelled) run->emit(e);
+      run->cancelled = true;
+      break;
+    }
     if (token_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(token_delay_ms));
     GenEvent e;
     e.token = script[i];
@@ -64,6 +74,11 @@ void FakeEngine::play(uint64_t id, GenRequest r, std::shared_ptr<Run> run) {
       reason = "length";
       break;
     }
+  }
+  if (int(n) == fail_after) {
+    std::lock_guard<std::mutex> l(mu_);
+    runs_.erase(id);
+    return;
   }
   GenEvent d;
   d.kind = GenEvent::kDone;

@@ -25,6 +25,7 @@ class FakeEngine final : public EngineApi {
   int max_in_flight = 1000;   // more concurrent requests than this get a 429 error event
   int token_delay_ms = 0;
   int64_t n_cached = 0;       // reported in kDone
+  int fail_after = -1;        // >= 0: after this many tokens, a kError 500 instead of the rest
 
   ~FakeEngine() override;
   uint64_t submit(GenRequest r, std::function<void(const GenEvent&)> on_event) override;

@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <filesystem>
@@ -359,6 +360,7 @@ TEST_F(ServerTest, Logprobs) {
 }
 
 TEST_F(ServerTest, StopStrings) {
+  engine.token_delay_ms = 2;  // still generating when the stop string is seen
   start();
   json r = post_json("/v1/chat/completions", chat_body({{"stop", "there"}}));
   EXPECT_EQ(r["choices"][0]["message"]["content"], "Hello ");
@@ -372,6 +374,7 @@ TEST_F(ServerTest, StopStrings) {
     if (!e["choices"].empty() && e["choices"][0]["delta"].contains("content"))
       content += e["choices"][0]["delta"]["content"].get<std::string>();
   EXPECT_EQ(content, "Hello ");
+  EXPECT_GE(engine.n_cancelled(), 1) << "a stop string cancels the engine request";
   // A stop string that never occurs changes nothing.
   r = post_json("/v1/chat/completions", chat_body({{"stop", {"Hello world"}}}));
   EXPECT_EQ(r["choices"][0]["message"]["content"], "Hello there, friend!");
@@ -488,6 +491,42 @@ TEST_F(ServerTest, ClientDisconnectCancels) {
   for (int i = 0; i < 200 && engine.n_cancelled() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(25));
   EXPECT_EQ(engine.n_cancelled(), 1);
   EXPECT_EQ(engine.n_in_flight(), 0);
+}
+
+TEST_F(ServerTest, EngineFailure) {
+  engine.fail_after = 3;
+  start();
+  auto r = post("/v1/chat/completions", chat_body().dump());
+  expect_error(r, 500, "engine error, whole");
+  // Streaming: the 200 is already out after the first token, so the error comes in-band.
+  auto s = post("/v1/chat/completions", chat_body({{"stream", true}}).dump());
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->status, 200);
+  std::vector<json> ev = sse_events(s->body);
+  ASSERT_FALSE(ev.empty());
+  EXPECT_EQ(ev.back()["error"]["message"], "the engine failed");
+  engine.fail_after = 0;  // before any token: a proper status even when streaming
+  expect_error(post("/v1/chat/completions", chat_body({{"stream", true}}).dump()), 500, "engine error, stream");
+}
+
+TEST_F(ServerTest, ConcurrentStreams) {
+  engine.token_delay_ms = 2;
+  start();
+  std::vector<std::thread> ts;
+  std::atomic<int> ok{0};
+  for (int t = 0; t < 12; ++t)
+    ts.emplace_back([&, t] {
+      httplib::Client c("127.0.0.1", port);
+      c.set_read_timeout(20, 0);
+      auto r = c.Post("/v1/chat/completions", chat_body({{"stream", t % 2 == 0}, {"seed", t}}).dump(), "application/json");
+      const bool stream = t % 2 == 0;  // streamed text is split over chunks
+      if (r && r->status == 200 && r->body.find(stream ? "data: [DONE]" : "Hello there, friend!") != std::string::npos)
+        ++ok;
+      else std::printf("t=%d err=%d status=%d body=%s\n", t, r ? 0 : int(r.error()), r ? r->status : 0, r ? r->body.substr(0, 300).c_str() : "");
+    });
+  for (std::thread& t : ts) t.join();
+  EXPECT_EQ(ok, 12);
+  EXPECT_EQ(engine.requests().size(), 12u);
 }
 
 // ---- every malformed input: the right status, the error JSON, and a healthy server after ----

@@ -176,12 +176,15 @@ TEST_F(ServerTest, HealthModelsMetrics) {
   EXPECT_EQ(c.Get("/v1/models/tiny-m2")->status, 200);
   expect_error(c.Get("/v1/models/gpt-4"), 404, "unknown model card");
   post_json("/v1/chat/completions", chat_body());
+  expect_error(post("/v1/chat/completions", "{"), 400, "bad JSON");
   auto met = c.Get("/metrics");
   ASSERT_TRUE(met);
   EXPECT_EQ(met->status, 200);
   const std::string& t = met->body;
   for (const char* want :
-       {"mmx_requests_total{endpoint=\"chat_completions\",status=\"200\"} 1", "mmx_prompt_tokens_total ",
+       {"mmx_requests_total{endpoint=\"chat_completions\",status=\"200\"} 1",
+        "mmx_requests_total{endpoint=\"chat_completions\",status=\"400\"} 1",
+        "mmx_requests_total{endpoint=\"models\",status=\"404\"} 1", "mmx_prompt_tokens_total ",
         "mmx_generation_tokens_total ", "mmx_time_to_first_token_seconds_bucket{le=\"+Inf\"} 1",
         "mmx_inter_token_latency_seconds_count ", "mmx_prefix_cache_hit_rate 0.25", "mmx_kv_pages_used 3",
         "mmx_kv_pages_total 100", "mmx_requests_running ", "mmx_requests_waiting ", "mmx_last_batch_tokens 1",
@@ -434,6 +437,12 @@ TEST_F(ServerTest, Completions) {
   std::string text;
   for (const json& e : sse_events(s->body)) text += e["choices"][0]["text"].get<std::string>();
   EXPECT_EQ(text, " world and more");
+  // A stop-string prefix at the end of the generation is released, not swallowed.
+  engine.script = TinyAssets::get().say(" Hello wor");
+  r = post_json("/v1/completions", {{"prompt", "x"}, {"stop", "world"}});
+  EXPECT_EQ(r["choices"][0]["text"], " Hello wor");
+  r = post_json("/v1/completions", {{"prompt", "x"}, {"stop", {"lo w", "Hel"}}});
+  EXPECT_EQ(r["choices"][0]["text"], " ");  // the earliest match wins
   expect_error(post("/v1/completions", json({{"prompt", {1, 99999}}}).dump()), 400, "id outside vocab");
   expect_error(post("/v1/completions", json({{"prompt", 5}}).dump()), 400, "prompt number");
   expect_error(post("/v1/completions", json({{"prompt", ""}}).dump()), 400, "empty prompt");

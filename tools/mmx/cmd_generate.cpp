@@ -53,7 +53,7 @@ void run_generate(const Opts& o) {
     prompt = tokenizer->encode(text, /*add_special_tokens=*/!o.chat);
     if (o.show_prompt) std::fprintf(stderr, "%s", text.c_str());
   }
-  auto model = load_model(o.model, progress_bar, o.load);
+  auto model = load_for_cli(o.model, o.load);
   Sampler sampler(o.sp);
   GenerateStats st;
   MsaStats::get().set_enabled(o.msa_stats);

@@ -36,7 +36,7 @@ void add_logits(CLI::App& app, Action& action) {
     action = [o] {
       ops::set_n_threads(o->threads);
       std::vector<int32_t> ids = parse_ids(o->ids);
-      auto model = load_model(o->model, progress_bar, o->load);
+      auto model = load_for_cli(o->model, o->load);
       if (!o->dump_dir.empty()) trace_set_dir(o->dump_dir);
       const Buffer logits = prefill_logits(*model, ids, o->chunk);
       FILE* f = std::fopen(o->out.c_str(), "wb");

@@ -64,7 +64,7 @@ void run_serve(Opts o) {
   } catch (const Error& e) {
     std::fprintf(stderr, "mmx serve: no chat template (%s); /v1/chat/completions will answer 400\n", e.what());
   }
-  auto model = load_model(o.model, progress_bar, o.load);
+  auto model = load_for_cli(o.model, o.load);
   const ModelConfig& cfg = model->config();
 
   server::ServedModel sm;

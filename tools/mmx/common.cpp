@@ -37,10 +37,16 @@ void progress_bar(int done, int total) {
   std::fflush(stderr);
 }
 
+std::unique_ptr<Model> load_for_cli(const std::string& dir, const LoadOptions& o) {
+  auto m = load_model(dir, progress_bar, o);
+  for (const auto& w : m->config().warnings) std::fprintf(stderr, "note: %s\n", w.c_str());
+  return m;
+}
+
 void add_load_options(CLI::App* c, LoadOptions* o) {
   c->add_option("--lightning-block", o->lightning_block,
                 "Lightning attention: chunk length of the blockwise prefill (default: the config's "
-                "block, 256). Changes rounding only")
+                "block capped at 64, the fastest here). Changes rounding only")
       ->check(CLI::Range(1, 1 << 16));
 }
 

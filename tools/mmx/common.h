@@ -16,6 +16,9 @@ std::vector<int32_t> parse_ids(const std::string& s);
 // A progress bar on stderr for layer loading: [#####     ] 31/62 layers.
 void progress_bar(int done, int total);
 
+// Loads a model for a command: progress bar, then "note: ..." lines for the config's warnings.
+std::unique_ptr<Model> load_for_cli(const std::string& dir, const LoadOptions& o);
+
 // Adds the model-loading options (--lightning-block) to a subcommand.
 void add_load_options(CLI::App* c, LoadOptions* o);
 

@@ -1,5 +1,9 @@
 #include "model/families/registry.h"
 
+#include <algorithm>
+
+#include <fmt/format.h>
+
 #include "base/error.h"
 
 namespace mmx {
@@ -15,8 +19,17 @@ void validate_token_ids(const Tensor& tokens, int64_t vocab_size) {
 std::unique_ptr<Model> load_model(const std::string& dir, void (*progress)(int, int),
                                   const LoadOptions& opts) {
   ModelConfig cfg = load_config(dir);
-  if (opts.lightning_block > 0) cfg.lightning_block = opts.lightning_block;
+  cfg.lightning_block = opts.lightning_block > 0 ? opts.lightning_block : std::min(cfg.lightning_block, 64);
   ModelWeights w = load_weights(dir, cfg, progress);
+  if (cfg.family == Family::kMiniMaxM3) {  // the VL wrapper's non-text tensors (spec §5.9)
+    int64_t n_vision = 0;
+    for (const auto& name : w.store.names())
+      n_vision += name.rfind("vision_tower.", 0) == 0 || name.rfind("multi_modal_projector.", 0) == 0 ||
+                  name.rfind("patch_merge_mlp.", 0) == 0 || name.rfind("language_model.model.mtp.", 0) == 0;
+    if (n_vision > 0)
+      cfg.warnings.push_back(fmt::format("{}: {} vision-tower / projector / MTP tensors are not used (text "
+                                         "backbone only)", dir, n_vision));
+  }
   switch (cfg.family) {
     case Family::kMiniMaxM2: return make_minimax_m2(std::move(cfg), std::move(w));
     case Family::kMiniMaxText01: return make_minimax_text01(std::move(cfg), std::move(w));

@@ -1,6 +1,7 @@
 #include "server/generation.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "base/clock.h"
 #include "server/api_error.h"
@@ -47,14 +48,16 @@ int64_t Generation::n_generated_total() const {
   return n;
 }
 
-Generation::Item Generation::pop() {
+std::optional<Generation::Item> Generation::pop(int timeout_ms) {
   if (!early_.empty()) {
     Item it = std::move(early_.front());
     early_.pop_front();
     return it;
   }
   std::unique_lock<std::mutex> l(q_->mu);
-  q_->cv.wait(l, [&] { return !q_->items.empty(); });
+  auto ready = [&] { return !q_->items.empty(); };
+  if (timeout_ms < 0) q_->cv.wait(l, ready);
+  else if (!q_->cv.wait_for(l, std::chrono::milliseconds(timeout_ms), ready)) return std::nullopt;
   Item it = std::move(q_->items.front());
   q_->items.pop_front();
   return it;
@@ -80,7 +83,13 @@ void Generation::wait_started() {
   }
 }
 
-Update Generation::next() { return handle(pop()); }
+Update Generation::next() { return handle(*pop(-1)); }
+
+std::optional<Update> Generation::next_for(int timeout_ms) {
+  std::optional<Item> it = pop(timeout_ms);
+  if (!it) return std::nullopt;
+  return handle(std::move(*it));
+}
 
 Update Generation::handle(Item item) {
   Update u;

@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,9 @@ class Generation {
   void wait_started();
   // Blocks for the next update. Throws ApiError for an engine error. Call while !done().
   Update next();
+  // Same, but gives up after `timeout_ms` with std::nullopt (streams send a keep-alive then,
+  // which is how a client that went away during a long prefill or decode step is noticed).
+  std::optional<Update> next_for(int timeout_ms);
   bool done() const { return n_finished_ == int(choices_.size()); }
   // Cancels every running choice (idempotent).
   void cancel_all();
@@ -80,7 +84,7 @@ class Generation {
     std::unique_ptr<OutputStream> out;
   };
 
-  Item pop();
+  std::optional<Item> pop(int timeout_ms);  // < 0: wait forever
   Update handle(Item item);
 
   EngineApi& engine_;

@@ -40,6 +40,7 @@ struct Job {
   std::unique_ptr<Generation> gen;
   std::vector<ChoiceAcc> acc;
   const tok::Tokenizer* tok = nullptr;
+  int ping_ms = 1000;
   bool role_sent = false, finished = false;
 };
 
@@ -141,7 +142,12 @@ std::string next_events(Job& job) {
     return out;
   }
   try {
-    if (!job.gen->done()) return update_events(job, job.gen->next());
+    if (!job.gen->done()) {
+      std::optional<Update> u = job.gen->next_for(job.ping_ms);
+      // Nothing for a while (long prefill, slow step): an SSE comment, which clients ignore,
+      // keeps the connection checked so a vanished client is cancelled promptly.
+      return u ? update_events(job, std::move(*u)) : std::string(": ping\n\n");
+    }
   } catch (const ApiError& e) {
     job.gen->cancel_all();  // an engine error mid-stream: report it in-band and end
     out += sse(e.to_json());
@@ -353,6 +359,7 @@ void Server::handle_chat(const httplib::Request& req, httplib::Response& res) {
     job->created = int64_t(std::time(nullptr));
     job->params = cr;
     job->tok = model_.tokenizer;
+    job->ping_ms = opts_.stream_ping_ms;
     job->usage.prompt = int64_t(p.ids.size());
     job->usage.report_drop = opts_.drop_reasoning_over > 0;
     job->usage.dropped_turns = p.dropped_reasoning_turns;
@@ -398,6 +405,7 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
     job->created = int64_t(std::time(nullptr));
     job->params = cr;
     job->tok = model_.tokenizer;
+    job->ping_ms = opts_.stream_ping_ms;
     job->usage.prompt = int64_t(ids.size());
     const std::vector<std::string> stop = cr.stop;
     job->gen = std::make_unique<Generation>(engine_, metrics_, t0, model_.eos_ids,

@@ -35,6 +35,7 @@ struct ServerOptions {
   double drop_reasoning_over = 0;         // 0 = off; else a fraction of the context (see prompt.h)
   size_t max_body_bytes = size_t(8) << 20;  // larger bodies get 413
   int n_http_threads = 32;                // concurrent connections (a stream holds one)
+  int stream_ping_ms = 1000;              // SSE comment ": ping" after this long without output
 };
 
 class Server {

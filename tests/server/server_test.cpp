@@ -135,6 +135,7 @@ std::vector<json> sse_events(const std::string& body) {
     if (end == std::string::npos) break;
     std::string ev = body.substr(pos, end - pos);
     pos = end + 2;
+    if (ev.rfind(": ping", 0) == 0) continue;  // keep-alive comment
     EXPECT_EQ(ev.rfind("data: ", 0), 0u) << ev;
     ev = ev.substr(6);
     EXPECT_FALSE(done) << "event after [DONE]";
@@ -518,6 +519,21 @@ TEST_F(ServerTest, EngineFailure) {
   expect_error(post("/v1/chat/completions", chat_body({{"stream", true}}).dump()), 500, "engine error, stream");
 }
 
+TEST_F(ServerTest, SlowStreamsGetKeepAlives) {
+  engine.token_delay_ms = 60;
+  engine.script = TinyAssets::get().say("Hi</think>ok");
+  opts.stream_ping_ms = 10;
+  start();
+  auto s = post("/v1/chat/completions", chat_body({{"stream", true}}).dump());
+  ASSERT_TRUE(s);
+  EXPECT_NE(s->body.find(": ping\n\n"), std::string::npos);
+  std::string content;
+  for (const json& e : sse_events(s->body))
+    if (!e["choices"].empty() && e["choices"][0]["delta"].contains("content"))
+      content += e["choices"][0]["delta"]["content"].get<std::string>();
+  EXPECT_EQ(content, "ok");
+}
+
 TEST_F(ServerTest, ConcurrentStreams) {
   engine.token_delay_ms = 2;
   start();
@@ -536,6 +552,20 @@ TEST_F(ServerTest, ConcurrentStreams) {
   for (std::thread& t : ts) t.join();
   EXPECT_EQ(ok, 12);
   EXPECT_EQ(engine.requests().size(), 12u);
+}
+
+TEST_F(ServerTest, DisconnectBetweenSlowTokensIsNoticedByKeepAlives) {
+  engine.token_delay_ms = 1500;  // a slow decode step
+  engine.script = std::vector<int32_t>(10, TinyAssets::get().tok->encode(" la", false)[0]);
+  opts.stream_ping_ms = 20;
+  start();
+  stream_and_hang_up(port, chat_body({{"stream", true}}).dump());  // returns after the first token
+  const auto t0 = std::chrono::steady_clock::now();
+  while (engine.n_cancelled() == 0 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5))
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(engine.n_cancelled(), 1);
+  EXPECT_LT(waited, 1.0) << "cancelled only at the next token, not by the keep-alive writes";
 }
 
 // ---- every malformed input: the right status, the error JSON, and a healthy server after ----

@@ -151,7 +151,7 @@ std::string next_events(Job& job) {
   } catch (const ApiError& e) {
     job.gen->cancel_all();  // an engine error mid-stream: report it in-band and end
     out += sse(e.to_json());
-  } catch (const std::exception& e) {
+  } catch (const std::exception&) {
     job.gen->cancel_all();
     out += sse(ApiError(500, "internal error while generating").to_json());
   }
@@ -315,13 +315,13 @@ void run_job(std::shared_ptr<Job> job, EngineApi& engine, ServerMetrics& metrics
 }
 
 GenRequest make_gen_request(const GenerationParams& p, std::vector<int32_t> ids, int64_t context,
-                            const std::vector<int32_t>& eos) {
+                            const std::vector<int32_t>& eos, const char* prompt_param) {
   const int64_t n_prompt = int64_t(ids.size());
   if (n_prompt >= context)
     throw ApiError(400,
                    "This model's maximum context length is " + std::to_string(context) + " tokens; the prompt has " +
                        std::to_string(n_prompt) + " tokens (at least one token must be left to generate)",
-                   "messages", "context_length_exceeded");
+                   prompt_param, "context_length_exceeded");
   GenRequest g;
   g.prompt = std::move(ids);
   g.sampling = p.sampling;
@@ -349,7 +349,7 @@ void Server::handle_chat(const httplib::Request& req, httplib::Response& res) {
     const int64_t ctx = engine_.context_limit();
     ChatPrompt p = build_chat_prompt(model_, cr, opts_.drop_reasoning_over, ctx);
     if (p.dropped_reasoning_turns > 0) metrics_.count_dropped_reasoning(p.dropped_reasoning_turns);
-    GenRequest g = make_gen_request(cr, p.ids, ctx, model_.eos_ids);
+    GenRequest g = make_gen_request(cr, p.ids, ctx, model_.eos_ids, "messages");
 
     auto job = std::make_shared<Job>();
     job->chat = true;
@@ -396,7 +396,7 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
     for (int32_t id : ids)
       if (!tok.has_id(id)) bad_request("token id " + std::to_string(id) + " is not in the vocabulary", "prompt");
     const int64_t ctx = engine_.context_limit();
-    GenRequest g = make_gen_request(cr, ids, ctx, model_.eos_ids);
+    GenRequest g = make_gen_request(cr, ids, ctx, model_.eos_ids, "prompt");
 
     auto job = std::make_shared<Job>();
     job->chat = false;

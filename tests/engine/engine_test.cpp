@@ -15,34 +15,14 @@
 #include "engine/engine.h"
 #include "engine/generate.h"
 #include "model/tiny.h"
+#include "testing/tiny_models.h"
 
 namespace mmx {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string tiny_dir(const std::string& arch) {
-  static std::set<std::string> made;
-  const fs::path d = fs::temp_directory_path() / fmt::format("mmx_engine_{}_{}", ::getpid(), arch);
-  if (made.insert(d.string()).second) {
-    TinyOptions o = tiny_defaults(arch);
-    o.out_dir = d.string();
-    o.seed = 5;
-    write_tiny_checkpoint(o);
-  }
-  return d.string();
-}
-
-class TempCleanup : public ::testing::Environment {
- public:
-  void TearDown() override {
-    for (const auto& e : fs::directory_iterator(fs::temp_directory_path()))
-      if (e.path().filename().string().rfind(fmt::format("mmx_engine_{}_", ::getpid()), 0) == 0)
-        fs::remove_all(e.path());
-  }
-};
-[[maybe_unused]] ::testing::Environment* const kCleanup =
-    ::testing::AddGlobalTestEnvironment(new TempCleanup);
+std::string tiny_dir(const std::string& arch) { return testing::tiny_dir(arch, "f32", 5); }
 
 struct Result {
   std::vector<int32_t> ids;
@@ -51,12 +31,7 @@ struct Result {
   int n_done_events = 0;
 };
 
-std::vector<int32_t> prompt(int n, uint64_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> p(static_cast<size_t>(n));
-  for (auto& t : p) t = int32_t(rng() % 500);
-  return p;
-}
+std::vector<int32_t> prompt(int n, uint64_t seed) { return testing::random_ids(n, 500, seed); }
 
 // Runs the requests through one engine (driven on this thread) and collects their events.
 std::vector<Result> run(Model& m, const std::vector<std::vector<int32_t>>& prompts, int64_t max_tokens,

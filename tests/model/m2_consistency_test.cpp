@@ -21,6 +21,7 @@
 #include "model/tiny.h"
 #include "ops/ops.h"
 #include "testing/allclose.h"
+#include "testing/tiny_models.h"
 
 namespace mmx {
 namespace {
@@ -32,23 +33,15 @@ namespace fs = std::filesystem;
 // these models is ~1e-6, so 1e-4 leaves two orders of magnitude of headroom.
 constexpr testing::Tol kPathTol{1e-4, 1e-4, 1e-10};
 
+using testing::random_ids;
+
+// Fresh per process (never a stale checkpoint from an older build).
 std::string tiny_dir(const std::string& dtype, uint64_t seed) {
-  // Fresh per process (never a stale checkpoint from an older build); pid keeps parallel runs apart.
-  static std::set<std::string> made;
-  const fs::path d = fs::temp_directory_path() /
-                     fmt::format("mmx_m2_consistency_{}_{}_{}", ::getpid(), dtype, seed);
-  if (made.insert(d.string()).second) {
-    TinyOptions o;
-    o.out_dir = d.string();
-    o.dtype = dtype;
-    o.seed = seed;
-    o.fp8_block = 48;  // ragged blocks over hidden 64
-    write_tiny_checkpoint(o);
-  }
-  return d.string();
+  return testing::tiny_dir("minimax_m2", dtype, seed, "_b48",
+                           [](TinyOptions& o) { o.fp8_block = 48; });  // ragged blocks over hidden 64
 }
 
-// Removes this process's temporary checkpoints when the test program ends.
+// Removes this process's broken copies when the test program ends.
 class TempCleanup : public ::testing::Environment {
  public:
   void TearDown() override {
@@ -61,13 +54,6 @@ class TempCleanup : public ::testing::Environment {
 };
 [[maybe_unused]] ::testing::Environment* const kCleanup =
     ::testing::AddGlobalTestEnvironment(new TempCleanup);
-
-std::vector<int32_t> random_ids(int n, int vocab, uint64_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> ids(n);
-  for (auto& t : ids) t = int32_t(rng() % vocab);
-  return ids;
-}
 
 Buffer run_chunked(Model& m, const std::vector<int32_t>& ids, int chunk) {
   return prefill_logits(m, ids, chunk);

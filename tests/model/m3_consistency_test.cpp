@@ -23,6 +23,7 @@
 #include "model/tiny.h"
 #include "ops/ops.h"
 #include "testing/allclose.h"
+#include "testing/tiny_models.h"
 
 namespace mmx {
 namespace {
@@ -34,23 +35,15 @@ namespace fs = std::filesystem;
 // logits by >1e-2: see SparseDiffersFromDenseBeyondKB.)
 constexpr testing::Tol kPathTol{1e-4, 1e-4, 1e-10};
 
-std::string tiny_dir(const std::string& dtype, uint64_t seed) {
-  static std::set<std::string> made;
-  const fs::path d = fs::temp_directory_path() / fmt::format("mmx_m3c_{}_{}_{}", ::getpid(), dtype, seed);
-  if (made.insert(d.string()).second) {
-    TinyOptions o = tiny_defaults("minimax_m3");
-    o.out_dir = d.string();
-    o.dtype = dtype;
-    o.seed = seed;
-    write_tiny_checkpoint(o);
-  }
-  return d.string();
-}
+using testing::feed;
+using testing::random_ids;
+
+std::string tiny_dir(const std::string& dtype, uint64_t seed) { return testing::tiny_dir("minimax_m3", dtype, seed); }
 
 // A copy of `src` whose config.json is edited by `edit` (tensors are hard-linked).
 std::string edited_copy(const std::string& src, const std::string& tag,
                         const std::function<void(nlohmann::json&)>& edit) {
-  const fs::path d = fs::temp_directory_path() / fmt::format("mmx_m3c_{}_{}", ::getpid(), tag);
+  const fs::path d = fs::temp_directory_path() / (testing::tiny_prefix() + "edit_" + tag);
   fs::remove_all(d);
   fs::create_directories(d);
   for (const auto& e : fs::directory_iterator(src))
@@ -59,40 +52,6 @@ std::string edited_copy(const std::string& src, const std::string& tag,
   edit(j);
   std::ofstream(d / "config.json") << j.dump(2);
   return d.string();
-}
-
-class TempCleanup : public ::testing::Environment {
- public:
-  void TearDown() override {
-    const std::string tag = fmt::format("_{}_", ::getpid());
-    for (const auto& e : fs::directory_iterator(fs::temp_directory_path()))
-      if (e.path().filename().string().rfind("mmx_m3c_", 0) == 0 &&
-          e.path().filename().string().find(tag) != std::string::npos)
-        fs::remove_all(e.path());
-  }
-};
-[[maybe_unused]] ::testing::Environment* const kCleanup =
-    ::testing::AddGlobalTestEnvironment(new TempCleanup);
-
-std::vector<int32_t> random_ids(int n, int vocab, uint64_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> ids(n);
-  for (auto& t : ids) t = int32_t(rng() % vocab);
-  return ids;
-}
-
-// Feeds ids[b, e) at positions b.. into kv; returns the logits of every fed token.
-Buffer feed(Model& m, KvCache& kv, const std::vector<int32_t>& ids, int64_t b, int64_t e) {
-  std::vector<int32_t> tok(ids.begin() + b, ids.begin() + e), pos(size_t(e - b));
-  for (int64_t i = b; i < e; ++i) pos[size_t(i - b)] = int32_t(i);
-  ForwardBatch fb;
-  fb.tokens = Tensor(tok.data(), DType::kI32, {e - b});
-  fb.positions = Tensor(pos.data(), DType::kI32, {e - b});
-  fb.pos0 = b;
-  fb.all_logits = true;
-  Buffer logits(DType::kF32, {e - b, m.config().vocab_size});
-  m.forward(fb, kv, logits.t());
-  return logits;
 }
 
 double max_abs_diff(const Tensor& a, const Tensor& b) {

@@ -22,6 +22,7 @@
 #include "model/weights.h"
 #include "ops/ops.h"
 #include "testing/allclose.h"
+#include "testing/tiny_models.h"
 
 namespace mmx {
 namespace {
@@ -33,53 +34,12 @@ namespace fs = std::filesystem;
 // so 1e-4 leaves ~100x headroom while a wrong decay or a lost state moves logits by >1e-2.
 constexpr testing::Tol kPathTol{1e-4, 1e-4, 1e-10};
 
+using testing::feed;
+using testing::random_ids;
+
 std::string tiny_dir(const std::string& arch, const std::string& dtype, uint64_t seed, bool hf_keys = false) {
-  static std::set<std::string> made;
-  const fs::path d = fs::temp_directory_path() / fmt::format("mmx_t01_{}_{}_{}_{}_{}", ::getpid(), arch,
-                                                             dtype, seed, int(hf_keys));
-  if (made.insert(d.string()).second) {
-    TinyOptions o = tiny_defaults(arch);
-    o.out_dir = d.string();
-    o.dtype = dtype;
-    o.seed = seed;
-    o.hf_keys = hf_keys;
-    write_tiny_checkpoint(o);
-  }
-  return d.string();
-}
-
-class TempCleanup : public ::testing::Environment {
- public:
-  void TearDown() override {
-    const std::string tag = fmt::format("_{}_", ::getpid());
-    for (const auto& e : fs::directory_iterator(fs::temp_directory_path()))
-      if (e.path().filename().string().rfind("mmx_t01_", 0) == 0 &&
-          e.path().filename().string().find(tag) != std::string::npos)
-        fs::remove_all(e.path());
-  }
-};
-[[maybe_unused]] ::testing::Environment* const kCleanup =
-    ::testing::AddGlobalTestEnvironment(new TempCleanup);
-
-std::vector<int32_t> random_ids(int n, int vocab, uint64_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> ids(n);
-  for (auto& t : ids) t = int32_t(rng() % vocab);
-  return ids;
-}
-
-// Feeds ids[b, e) at positions b.. into kv; returns logits of every fed token [e-b, vocab].
-Buffer feed(Model& m, KvCache& kv, const std::vector<int32_t>& ids, int64_t b, int64_t e) {
-  std::vector<int32_t> tok(ids.begin() + b, ids.begin() + e), pos(size_t(e - b));
-  for (int64_t i = b; i < e; ++i) pos[size_t(i - b)] = int32_t(i);
-  ForwardBatch fb;
-  fb.tokens = Tensor(tok.data(), DType::kI32, {e - b});
-  fb.positions = Tensor(pos.data(), DType::kI32, {e - b});
-  fb.pos0 = b;
-  fb.all_logits = true;
-  Buffer logits(DType::kF32, {e - b, m.config().vocab_size});
-  m.forward(fb, kv, logits.t());
-  return logits;
+  if (!hf_keys) return testing::tiny_dir(arch, dtype, seed);
+  return testing::tiny_dir(arch, dtype, seed, "_hf", [](TinyOptions& o) { o.hf_keys = true; });
 }
 
 class Text01Consistency : public ::testing::TestWithParam<std::string> {};

@@ -6,6 +6,7 @@
 // dense SwiGLU-OAI MLP or the sigmoid-routed MoE ×routed_scaling_factor plus the shared expert.
 // MTP modules are not loaded here (spec §5.8). This file composes layers and ops only.
 #include "model/families/registry.h"
+#include "model/layers/lm_head.h"
 #include "model/layers/attention_msa.h"
 #include "model/layers/mlp.h"
 #include "model/layers/moe.h"
@@ -16,7 +17,7 @@ namespace mmx {
 
 namespace {
 
-enum Slot { kX = 0, kH, kBranch, kLast, kMlp = 300 };
+enum Slot { kX = 0, kH, kBranch, kMlp = 300 };
 
 class MiniMaxM3 final : public Model {
  public:
@@ -46,13 +47,7 @@ class MiniMaxM3 final : public Model {
 
   void forward(const ForwardBatch& batch, KvCache& kv, Tensor& logits) override {
     const int64_t n = batch.n_tokens(), d = cfg_.d_model;
-    validate_token_ids(batch.tokens, cfg_.vocab_size);
-    if (batch.pos0 != kv.n_past())
-      fail("batch starts at position {} but the cache holds {} tokens", batch.pos0, kv.n_past());
-    if (batch.pos0 + n > kv.capacity())
-      fail("context full: {} + {} tokens exceed the cache capacity {}", batch.pos0, n, kv.capacity());
-    MMX_CHECK(logits.dim(0) == batch.n_logit_rows() && logits.dim(1) == cfg_.vocab_size,
-              "logits {}", logits.shape_str());
+    check_forward_args(cfg_, batch, kv, logits);
 
     Tensor x = s_.f32(kX, {n, d});        // [n, d_model] residual stream
     Tensor h = s_.f32(kH, {n, d});        // [n, d_model] normed sub-layer input
@@ -77,12 +72,7 @@ class MiniMaxM3 final : public Model {
     }
     kv.set_n_past(batch.pos0 + n);
 
-    Tensor rows = batch.all_logits ? x : x.rows_range(n - 1, n);  // [n_logit_rows, d_model]
-    Tensor hn = s_.f32(kLast, {rows.dim(0), d});
-    ops::rms_norm(rows, w_.final_norm, cfg_.norm_eps, hn);
-    trace(hn, "final_norm");
-    ops::matmul(hn, w_.lm_head, logits);
-    trace(logits, "logits");
+    layers::lm_head(x, batch.all_logits, w_.final_norm, cfg_.norm_eps, w_.lm_head, s_, logits);
   }
 
  private:

@@ -7,6 +7,7 @@
 // A forward is split where the cache wants a lightning-state checkpoint (memory/kv_cache.h), so
 // prefix resume and rollback land on exact states. This file composes layers and ops only.
 #include "model/families/registry.h"
+#include "model/layers/lm_head.h"
 #include "model/layers/attention_lightning.h"
 #include "model/layers/attention_softmax.h"
 #include "model/layers/moe.h"
@@ -17,7 +18,7 @@ namespace mmx {
 
 namespace {
 
-enum Slot { kX = 0, kH, kBranch, kLast };
+enum Slot { kX = 0, kH, kBranch };
 
 class MiniMaxText01 final : public Model {
  public:
@@ -47,13 +48,7 @@ class MiniMaxText01 final : public Model {
 
   void forward(const ForwardBatch& batch, KvCache& kv, Tensor& logits) override {
     const int64_t n = batch.n_tokens();
-    validate_token_ids(batch.tokens, cfg_.vocab_size);
-    if (batch.pos0 != kv.n_past())
-      fail("batch starts at position {} but the cache holds {} tokens", batch.pos0, kv.n_past());
-    if (batch.pos0 + n > kv.capacity())
-      fail("context full: {} + {} tokens exceed the cache capacity {}", batch.pos0, n, kv.capacity());
-    MMX_CHECK(logits.dim(0) == batch.n_logit_rows() && logits.dim(1) == cfg_.vocab_size,
-              "logits {}", logits.shape_str());
+    check_forward_args(cfg_, batch, kv, logits);
     for (int64_t done = 0; done < n;) {
       const int64_t end = std::min(n, kv.next_checkpoint(batch.pos0 + done) - batch.pos0);
       ForwardBatch seg;
@@ -100,12 +95,7 @@ class MiniMaxText01 final : public Model {
     kv.set_n_past(batch.pos0 + n);
     if (logits == nullptr) return;
 
-    Tensor rows = batch.all_logits ? x : x.rows_range(n - 1, n);  // [n_logit_rows, d_model]
-    Tensor hn = s_.f32(kLast, {rows.dim(0), d});
-    ops::rms_norm(rows, w_.final_norm, cfg_.norm_eps, hn);
-    trace(hn, "final_norm");
-    ops::matmul(hn, w_.lm_head, *logits);
-    trace(*logits, "logits");
+    layers::lm_head(x, batch.all_logits, w_.final_norm, cfg_.norm_eps, w_.lm_head, s_, *logits);
   }
 
   // x <- α·(postnorm ? normed : x) + β·branch. With postnorm the result is built in `normed`'s

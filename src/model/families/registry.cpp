@@ -16,6 +16,18 @@ void validate_token_ids(const Tensor& tokens, int64_t vocab_size) {
       fail("token id {} at index {} is outside the vocabulary [0, {})", p[i], i, vocab_size);
 }
 
+void check_forward_args(const ModelConfig& c, const ForwardBatch& batch, const KvCache& kv,
+                        const Tensor& logits) {
+  const int64_t n = batch.n_tokens();
+  validate_token_ids(batch.tokens, c.vocab_size);
+  if (batch.pos0 != kv.n_past())
+    fail("batch starts at position {} but the cache holds {} tokens", batch.pos0, kv.n_past());
+  if (batch.pos0 + n > kv.capacity())
+    fail("context full: {} + {} tokens exceed the cache capacity {}", batch.pos0, n, kv.capacity());
+  MMX_CHECK(logits.dim(0) == batch.n_logit_rows() && logits.dim(1) == c.vocab_size, "logits {}",
+            logits.shape_str());
+}
+
 std::unique_ptr<Model> load_model(const std::string& dir, void (*progress)(int, int),
                                   const LoadOptions& opts) {
   ModelConfig cfg = load_config(dir);

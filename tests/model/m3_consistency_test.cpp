@@ -128,6 +128,33 @@ TEST(M3Msa, SparseDiffersFromDenseBeyondKB) {
   EXPECT_GT(max_abs_diff(s.t().rows_range(40, 80), d.t().rows_range(40, 80)), 1e-2);
 }
 
+// transformers' flattened spelling (index_* keys, layer_types, mlp_layer_types) is the same model.
+TEST(M3Config, FlattenedKeysGiveTheSameLogits) {
+  const std::string dir = tiny_dir("f32", 23);
+  const std::string flat = edited_copy(dir, "flat", [](nlohmann::json& j) {
+    nlohmann::json& t = j["text_config"];
+    const nlohmann::json sac = t["sparse_attention_config"];
+    t.erase("sparse_attention_config");
+    t["index_n_heads"] = sac["sparse_num_index_heads"];
+    t["index_head_dim"] = sac["sparse_index_dim"];
+    t["index_block_size"] = sac["sparse_block_size"];
+    t["index_topk_blocks"] = sac["sparse_topk_blocks"];
+    t["index_local_blocks"] = 1;
+    t["layer_types"] = nlohmann::json::array();
+    for (const auto& f : sac["sparse_attention_freq"]) t["layer_types"].push_back(f == 1 ? "minimax_m3_sparse" : "full_attention");
+    t["mlp_layer_types"] = nlohmann::json::array();
+    for (const auto& f : t["moe_layer_freq"]) t["mlp_layer_types"].push_back(f == 1 ? "sparse" : "dense");
+    t.erase("moe_layer_freq");
+  });
+  auto a = load_model(dir), b = load_model(flat);
+  EXPECT_EQ(a->config().layer_kinds, b->config().layer_kinds);
+  EXPECT_EQ(a->config().moe_layers, b->config().moe_layers);
+  EXPECT_EQ(b->config().msa.topk, a->config().msa.topk);
+  EXPECT_EQ(b->config().warnings.size(), a->config().warnings.size());  // only the vision-tensor note
+  const auto ids = random_ids(40, 512, 8);
+  EXPECT_ALLCLOSE(prefill_logits(*b, ids, 0).t(), prefill_logits(*a, ids, 0).t(), testing::tol::kF32);
+}
+
 TEST(M3Msa, StatsAreCollectedOnlyWhenEnabled) {
   auto model = load_model(tiny_dir("f32", 11));
   const auto ids = random_ids(40, 512, 7);

@@ -14,8 +14,6 @@ CLI:
 Exit codes: 0 ok, 2 bad input (ids, arguments), 1 model / checkpoint errors.
 """
 
-import argparse
-import json
 import math
 import os
 import sys
@@ -23,15 +21,9 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from safetensors_np import Checkpoint, SafetensorsError  # noqa: E402
-
-
-class ModelError(Exception):
-    """Model / checkpoint problem (exit code 1)."""
-
-
-class InputError(Exception):
-    """Bad user input (exit code 2)."""
+from np_common import (ModelError, InputError, rms_norm, rope_neox, sigmoid,  # noqa: E402,F401
+                       topk_lowest_id_ties, routed_experts, silu_glu, read_attn_geometry, ReferenceBase,
+                       simple_main)
 
 
 # --------------------------------------------------------------------------------------------
@@ -46,17 +38,7 @@ class M2Config:
             return cfg[key]
 
         self.raw = cfg
-        self.hidden = int(need("hidden_size"))
-        self.n_layers = int(need("num_hidden_layers"))
-        self.n_heads = int(need("num_attention_heads"))
-        self.n_kv_heads = int(cfg.get("num_key_value_heads") or self.n_heads)
-        hd = cfg.get("head_dim")
-        self.head_dim = int(hd) if hd else self.hidden // self.n_heads
-        rd = cfg.get("rotary_dim")
-        if rd is None:
-            rd = float(cfg.get("partial_rotary_factor", 1.0)) * self.head_dim
-        self.rotary_dim = int(rd)
-        self.rope_theta = float(cfg.get("rope_theta", 10000.0))
+        read_attn_geometry(self, cfg, need)
         self.intermediate = int(need("intermediate_size"))
         self.n_experts = int(need("num_local_experts"))
         self.top_k = int(need("num_experts_per_tok"))
@@ -90,54 +72,10 @@ class M2Config:
 
 
 # --------------------------------------------------------------------------------------------
-# math helpers (all float64)
-
-
-def rms_norm(x, w, eps):
-    """x / sqrt(mean(x^2) + eps) * w over the last axis."""
-    ms = np.mean(x * x, axis=-1, keepdims=True)
-    return x / np.sqrt(ms + eps) * w
-
-
-def rope_neox(x, positions, rotary_dim, theta):
-    """Partial NeoX ("rotate_half") RoPE on the first rotary_dim channels of each head.
-    x: [T, H, head_dim]; positions: [T] absolute indices."""
-    if rotary_dim == 0:
-        return x
-    half = rotary_dim // 2
-    i = np.arange(half, dtype=np.float64)
-    inv_freq = theta ** (-2.0 * i / rotary_dim)                      # [half]
-    ang = np.asarray(positions, dtype=np.float64)[:, None] * inv_freq[None, :]   # [T, half]
-    cos = np.cos(ang)[:, None, :]
-    sin = np.sin(ang)[:, None, :]
-    x1 = x[..., :half]
-    x2 = x[..., half:rotary_dim]
-    y = x.copy()
-    y[..., :half] = x1 * cos - x2 * sin
-    y[..., half:rotary_dim] = x2 * cos + x1 * sin
-    return y
-
-
-def silu(x):
-    return x / (1.0 + np.exp(-x))
-
-
-def sigmoid(x):
-    return 1.0 / (1.0 + np.exp(-x))
-
-
-def topk_lowest_id_ties(scores, k):
-    """Indices of the k largest entries per row, descending; equal scores -> lower index first.
-    A stable sort of -scores keeps equal keys in index order."""
-    order = np.argsort(-scores, axis=-1, kind="stable")
-    return order[..., :k]
-
-
-# --------------------------------------------------------------------------------------------
 # model
 
 
-class M2Reference:
+class M2Reference(ReferenceBase):
     def __init__(self, cfg, source):
         """cfg: dict (config.json contents); source: Checkpoint-like (get_f64/dtype/shape/in)."""
         self.cfg = c = M2Config(cfg)
@@ -183,23 +121,7 @@ class M2Reference:
                                  for e in range(c.n_experts)])
             self.layers.append(lw)
 
-    @classmethod
-    def from_dir(cls, path):
-        cpath = os.path.join(path, "config.json")
-        try:
-            with open(cpath) as f:
-                cfg = json.load(f)
-        except FileNotFoundError:
-            raise ModelError(f"{cpath}: not found") from None
-        except json.JSONDecodeError as e:
-            raise ModelError(f"{cpath}: bad JSON: {e}") from None
-        return cls(cfg, Checkpoint(path))
-
     # ---- weight loading
-
-    def _require(self, name):
-        if name not in self.src:
-            raise ModelError(f"tensor not found in checkpoint: {name}")
 
     def _plain(self, name, shape):
         self._require(name)
@@ -240,15 +162,6 @@ class M2Reference:
         return [{"k": np.zeros((0, self.cfg.n_kv_heads, self.cfg.head_dim)),
                  "v": np.zeros((0, self.cfg.n_kv_heads, self.cfg.head_dim))}
                 for _ in range(self.cfg.n_layers)]
-
-    def check_ids(self, ids):
-        ids = np.asarray(ids, dtype=np.int64).reshape(-1)
-        if ids.size == 0:
-            raise InputError("no token ids given")
-        bad = ids[(ids < 0) | (ids >= self.cfg.vocab)]
-        if bad.size:
-            raise InputError(f"token id {int(bad[0])} out of range [0, {self.cfg.vocab})")
-        return ids
 
     def forward(self, ids, cache=None, dump=None):
         """Logits [T, vocab] for the tokens `ids`, which sit at absolute positions
@@ -305,12 +218,7 @@ class M2Reference:
             sel = topk_lowest_id_ties(p + lw["bias"][None, :], c.top_k)   # bias: selection only
             psel = np.take_along_axis(p, sel, axis=-1)
             wsel = psel / psel.sum(axis=-1, keepdims=True)                # unbiased, renormalised
-            moe = np.zeros_like(h)
-            for e in np.unique(sel):
-                rows, slot = np.nonzero(sel == e)
-                xe = n2[rows]
-                ye = (silu(xe @ lw["w1"][e].T) * (xe @ lw["w3"][e].T)) @ lw["w2"][e].T
-                moe[rows] += wsel[rows, slot][:, None] * ye
+            moe = routed_experts(h, n2, sel, wsel, lw["w1"], lw["w3"], lw["w2"], silu_glu)
             x = h + moe
 
             pre = f"layer{L:02d}_"
@@ -333,67 +241,15 @@ class M2Reference:
         put("logits", logits)
         return logits
 
-    def greedy(self, ids, n, dump=None):
-        """n greedy tokens (argmax; np.argmax returns the lowest id among ties), KV-cached."""
-        cache = self.new_cache()
-        logits = self.forward(ids, cache, dump=dump)
-        out = []
-        for step in range(n):
-            nxt = int(np.argmax(logits[-1]))
-            out.append(nxt)
-            if step + 1 < n:
-                logits = self.forward([nxt], cache)
-        return out
 
 
 # --------------------------------------------------------------------------------------------
 # CLI
 
 
-def parse_ids(s):
-    try:
-        ids = [int(t) for t in s.replace(" ", "").split(",") if t != ""]
-    except ValueError:
-        raise InputError(f"--ids must be comma-separated integers, got {s!r}") from None
-    if not ids:
-        raise InputError("--ids is empty")
-    return ids
-
-
 def main(argv=None):
-    ap = argparse.ArgumentParser(description="float64 numpy reference for MiniMax-M2")
-    ap.add_argument("-m", "--model", required=True, help="checkpoint directory")
-    ap.add_argument("--ids", required=True, help="comma-separated token ids")
-    g = ap.add_mutually_exclusive_group(required=True)
-    g.add_argument("-o", "--out", help="write float32 LE logits [n_ids, vocab] here")
-    g.add_argument("--greedy", type=int, metavar="N", help="print N greedy ids")
-    ap.add_argument("--dump-dir", help="write per-layer intermediates (.npy) of the prompt pass")
-    args = ap.parse_args(argv)
-
-    try:
-        ids = parse_ids(args.ids)
-        if args.greedy is not None and args.greedy < 0:
-            raise InputError("--greedy N must be >= 0")
-        model = M2Reference.from_dir(args.model)
-        ids = model.check_ids(ids)
-        dump = {} if args.dump_dir else None
-        if args.out:
-            logits = model.forward(ids, dump=dump)
-            logits.astype("<f4").tofile(args.out)
-        else:
-            toks = model.greedy(ids, args.greedy, dump=dump)
-            print(" ".join(str(t) for t in toks), flush=True)
-        if dump is not None:
-            os.makedirs(args.dump_dir, exist_ok=True)
-            for name, val in dump.items():
-                np.save(os.path.join(args.dump_dir, name + ".npy"), val)
-    except InputError as e:
-        print(f"minimax_m2.py: error: {e}", file=sys.stderr)
-        return 2
-    except (ModelError, SafetensorsError, OSError, ValueError, KeyError) as e:
-        print(f"minimax_m2.py: error: {e}", file=sys.stderr)
-        return 1
-    return 0
+    return simple_main(argv, "minimax_m2.py", "float64 numpy reference for MiniMax-M2",
+                       M2Reference)
 
 
 if __name__ == "__main__":

@@ -53,17 +53,13 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from safetensors_np import Checkpoint, SafetensorsError, fp8_e4m3_to_f64  # noqa: E402
+from safetensors_np import fp8_e4m3_to_f64  # noqa: E402
+from np_common import (ModelError, InputError, rope_neox, sigmoid,  # noqa: E402,F401
+                       topk_lowest_id_ties, routed_experts, read_attn_geometry, ReferenceBase,
+                       SelfCheck, parse_ids, add_cli_args, add_self_test_arg,
+                       check_greedy_arg, write_logits, print_ids, save_dump, run_cli)
 
 PREFIX = "language_model."
-
-
-class ModelError(Exception):
-    """Model / checkpoint problem (exit code 1)."""
-
-
-class InputError(Exception):
-    """Bad user input (exit code 2)."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -101,17 +97,7 @@ class M3Config:
                 raise ModelError(f"config.json: text_config is missing required key {key!r}")
             return cfg[key]
 
-        self.hidden = int(need("hidden_size"))
-        self.n_layers = int(need("num_hidden_layers"))
-        self.n_heads = int(need("num_attention_heads"))
-        self.n_kv_heads = int(cfg.get("num_key_value_heads") or self.n_heads)
-        hd = cfg.get("head_dim")
-        self.head_dim = int(hd) if hd else self.hidden // self.n_heads
-        rd = cfg.get("rotary_dim")
-        if rd is None:
-            rd = float(cfg.get("partial_rotary_factor", 1.0)) * self.head_dim
-        self.rotary_dim = int(rd)
-        self.rope_theta = float(cfg.get("rope_theta", 10000.0))
+        read_attn_geometry(self, cfg, need)
         self.vocab = int(need("vocab_size"))
         self.eps = float(cfg.get("rms_norm_eps", 1e-6))
         self.tie_embeddings = bool(cfg.get("tie_word_embeddings", False))
@@ -232,40 +218,11 @@ def gemma_rms(x, w, eps):
     return x / np.sqrt(ms + eps) * (1.0 + w)
 
 
-def rope_neox(x, positions, rotary_dim, theta):
-    """Partial NeoX ("rotate_half") RoPE on the first rotary_dim channels of each head.
-    x: [T, H, dim]; positions: [T] absolute indices; inv_freq[i] = θ^(−2i/rotary_dim)."""
-    if rotary_dim == 0:
-        return x
-    half = rotary_dim // 2
-    i = np.arange(half, dtype=np.float64)
-    inv_freq = theta ** (-2.0 * i / rotary_dim)
-    ang = np.asarray(positions, dtype=np.float64)[:, None] * inv_freq[None, :]
-    cos = np.cos(ang)[:, None, :]
-    sin = np.sin(ang)[:, None, :]
-    x1 = x[..., :half]
-    x2 = x[..., half:rotary_dim]
-    y = x.copy()
-    y[..., :half] = x1 * cos - x2 * sin
-    y[..., half:rotary_dim] = x2 * cos + x1 * sin
-    return y
-
-
-def sigmoid(x):
-    return 1.0 / (1.0 + np.exp(-x))
-
-
 def swiglu_oai(g, u, alpha, limit):
     """g = min(g, limit); u = clamp(u, -limit, limit); (u + 1) · g · sigmoid(alpha·g)."""
     g = np.minimum(g, limit)
     u = np.clip(u, -limit, limit)
     return (u + 1.0) * g * sigmoid(alpha * g)
-
-
-def topk_lowest_id_ties(scores, k):
-    """Indices of the k largest entries per row, descending; equal scores -> lower index first."""
-    order = np.argsort(-scores, axis=-1, kind="stable")
-    return order[..., :k]
 
 
 def block_pool_max(z, B):
@@ -298,7 +255,7 @@ def select_blocks(pooled, p, B, K):
 # model
 
 
-class M3Reference:
+class M3Reference(ReferenceBase):
     def __init__(self, top_cfg, source):
         """top_cfg: dict (config.json contents, the VL wrapper or a bare text config);
         source: Checkpoint-like (get_f64/get_raw/dtype/shape/in)."""
@@ -363,23 +320,7 @@ class M3Reference:
                 lw["mlp_down"] = self._linear(m + "down_proj.weight", d, f)
             self.layers.append(lw)
 
-    @classmethod
-    def from_dir(cls, path):
-        cpath = os.path.join(path, "config.json")
-        try:
-            with open(cpath) as f:
-                cfg = json.load(f)
-        except FileNotFoundError:
-            raise ModelError(f"{cpath}: not found") from None
-        except json.JSONDecodeError as e:
-            raise ModelError(f"{cpath}: bad JSON: {e}") from None
-        return cls(cfg, Checkpoint(path))
-
     # ---- weight loading
-
-    def _require(self, name):
-        if name not in self.src:
-            raise ModelError(f"tensor not found in checkpoint: {name}")
 
     def _plain(self, name, shape):
         self._require(name)
@@ -487,15 +428,6 @@ class M3Reference:
                  "ik": np.zeros((0, c.index_dim if c.is_sparse[L] else 0))}
                 for L in range(c.n_layers)]
 
-    def check_ids(self, ids):
-        ids = np.asarray(ids, dtype=np.int64).reshape(-1)
-        if ids.size == 0:
-            raise InputError("no token ids given")
-        bad = ids[(ids < 0) | (ids >= self.cfg.vocab)]
-        if bad.size:
-            raise InputError(f"token id {int(bad[0])} out of range [0, {self.cfg.vocab})")
-        return ids
-
     def _msa_mask(self, lw, n1, kc, pos, S, put, pre):
         """Index branch + block selection. Returns allowed [G, T, S] (selected ∩ causal)."""
         c = self.cfg
@@ -586,12 +518,7 @@ class M3Reference:
                 sel = topk_lowest_id_ties(p + lw["bias"][None, :], c.top_k)
                 psel = np.take_along_axis(p, sel, axis=-1)
                 wsel = psel / psel.sum(axis=-1, keepdims=True)
-                ffn = np.zeros_like(h)
-                for e in np.unique(sel):
-                    rows, slot = np.nonzero(sel == e)
-                    xe = n2[rows]
-                    ye = self.act(xe @ lw["w1"][e].T, xe @ lw["w3"][e].T) @ lw["w2"][e].T
-                    ffn[rows] += wsel[rows, slot][:, None] * ye
+                ffn = routed_experts(h, n2, sel, wsel, lw["w1"], lw["w3"], lw["w2"], self.act)
                 ffn *= c.routed_scale
                 if c.n_shared:
                     sh = self.act(n2 @ lw["sh_gate"].T, n2 @ lw["sh_up"].T) @ lw["sh_down"].T
@@ -650,18 +577,6 @@ class M3Reference:
                               "recall": len(sel.intersection(true)) / ntrue,
                               "coverage": float(sum(mass[t, b] for b in sel))})
 
-    def greedy(self, ids, n, dump=None):
-        """n greedy tokens (argmax; np.argmax returns the lowest id among ties), KV-cached, one
-        query per decode step (so decode exercises the per-query selection)."""
-        cache = self.new_cache()
-        logits = self.forward(ids, cache, dump=dump)
-        out = []
-        for step in range(n):
-            nxt = int(np.argmax(logits[-1]))
-            out.append(nxt)
-            if step + 1 < n:
-                logits = self.forward([nxt], cache)
-        return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -776,12 +691,8 @@ def tiny_weights(top, rng):
 
 
 def self_test():
-    fails = []
-
-    def check(cond, name, detail=""):
-        print(("  ok    " if cond else "  FAIL  ") + name + (f"  ({detail})" if detail else ""))
-        if not cond:
-            fails.append(name)
+    check = SelfCheck()
+    fails = check.fails
 
     rng = np.random.default_rng(0)
     # ---- selection on hand-made scores (B = 4, K = 3)
@@ -945,16 +856,6 @@ def self_test():
 # CLI
 
 
-def parse_ids(s):
-    try:
-        ids = [int(t) for t in s.replace(" ", "").split(",") if t != ""]
-    except ValueError:
-        raise InputError(f"--ids must be comma-separated integers, got {s!r}") from None
-    if not ids:
-        raise InputError("--ids is empty")
-    return ids
-
-
 def print_msa_stats(stats, K, top_n=16, out=sys.stderr):
     """Mean recall / coverage per (layer, group), over the queries where selection is sparse
     (nvis > K; queries with nvis <= K are trivially 1 / 1) and over all queries."""
@@ -981,23 +882,17 @@ def main(argv=None):
     if "--self-test" in argv:
         return self_test()
     ap = argparse.ArgumentParser(description="float64 numpy reference for MiniMax-M3 (text)")
-    ap.add_argument("-m", "--model", required=True, help="checkpoint directory")
-    ap.add_argument("--ids", required=True, help="comma-separated token ids")
-    g = ap.add_mutually_exclusive_group(required=True)
-    g.add_argument("-o", "--out", help="write float32 LE logits [n_ids, vocab] here")
-    g.add_argument("--greedy", type=int, metavar="N", help="print N greedy ids")
-    ap.add_argument("--dump-dir", help="write per-layer intermediates (.npy) of the prompt pass")
+    add_cli_args(ap)
     ap.add_argument("--msa-stats", action="store_true",
                     help="print per layer/group recall and coverage of the block selection")
     ap.add_argument("--msa-top-n", type=int, default=16, metavar="N",
                     help="--msa-stats: size of the true top set (default 16)")
-    ap.add_argument("--self-test", action="store_true", help="closed-form checks, then exit")
+    add_self_test_arg(ap)
     args = ap.parse_args(argv)
 
-    try:
+    def body():
         ids = parse_ids(args.ids)
-        if args.greedy is not None and args.greedy < 0:
-            raise InputError("--greedy N must be >= 0")
+        check_greedy_arg(args)
         if args.msa_top_n < 1:
             raise InputError("--msa-top-n must be >= 1")
         model = M3Reference.from_dir(args.model)
@@ -1006,26 +901,15 @@ def main(argv=None):
         dump = {} if args.dump_dir else None
         stats = [] if args.msa_stats else None
         if args.out:
-            logits = model.forward(ids, dump=dump, stats=stats)
-            logits.astype("<f4").tofile(args.out)
+            write_logits(args.out, model.forward(ids, dump=dump, stats=stats))
         else:
             if stats is not None:
                 model.forward(ids, stats=stats)
-            toks = model.greedy(ids, args.greedy, dump=dump)
-            print(" ".join(str(t) for t in toks), flush=True)
+            print_ids(model.greedy(ids, args.greedy, dump=dump))
         if stats is not None:
             print_msa_stats(stats, model.cfg.topk_blocks, args.msa_top_n)
-        if dump is not None:
-            os.makedirs(args.dump_dir, exist_ok=True)
-            for name, val in dump.items():
-                np.save(os.path.join(args.dump_dir, name + ".npy"), val)
-    except InputError as e:
-        print(f"minimax_m3.py: error: {e}", file=sys.stderr)
-        return 2
-    except (ModelError, SafetensorsError, OSError, ValueError, KeyError) as e:
-        print(f"minimax_m3.py: error: {e}", file=sys.stderr)
-        return 1
-    return 0
+        save_dump(args.dump_dir, dump)
+    return run_cli("minimax_m3.py", body)
 
 
 if __name__ == "__main__":

@@ -47,16 +47,15 @@ import shutil
 import struct
 import subprocess
 import sys
-import tempfile
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import refcheck_common as rc  # noqa: E402
+from refcheck_common import (ROOT, PY, GREEDY_PROMPT, GREEDY_N, REL_TOL,  # noqa: E402
+                             CheckError, run, read_logits, parse_id_line, compare)
+
 REF = os.path.join(ROOT, "reference", "minimax_m3.py")
-PY = "/usr/bin/python3"          # Debian python with numpy (the pyenv python3 has none)
-sys.path.insert(0, os.path.join(ROOT, "reference"))
-sys.path.insert(0, HERE)
 
 # name, --dtype, seed
 CASES = (
@@ -66,9 +65,6 @@ CASES = (
 )
 N_IDS = 80                       # 20 blocks of 4; K·B = 12, so queries 12..79 select sparsely
 PREFILL_CHUNK = 13
-GREEDY_PROMPT = "5,6,7"
-GREEDY_N = 32
-CMD_TIMEOUT = 300
 
 # Tolerance (same for all dtypes): max|logit_mmx - logit_ref| / max|logit_ref| <= 1e-4.
 # Both sides decode the SAME stored weights (f32 / bf16 bytes, or E4M3 × 2^(e-127)), so
@@ -82,74 +78,8 @@ CMD_TIMEOUT = 300
 # (the 1e-3 "noise" variant by 5e-3). The block selection itself is
 # discrete: an fp32 engine agrees with the reference unless a margin is within fp32 noise
 # (~1e-6 of index scores of size ~3); NEAR_TIE flags margins 10x above that.
-REL_TOL = 1e-4
+# REL_TOL = 1e-4 (refcheck_common).
 NEAR_TIE = 1e-5
-
-
-class CheckError(Exception):
-    """mmx misbehaved (exit code 1)."""
-
-
-class CannotRun(Exception):
-    """The check cannot run at all (exit code 2)."""
-
-
-def run(cmd, what, timeout=CMD_TIMEOUT):
-    try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    except FileNotFoundError:
-        raise CannotRun(f"{what}: executable not found: {cmd[0]}") from None
-    except PermissionError:
-        raise CannotRun(f"{what}: not executable: {cmd[0]}") from None
-    except subprocess.TimeoutExpired:
-        raise CheckError(f"{what}: timed out after {timeout}s: {' '.join(cmd)}") from None
-    if r.returncode != 0:
-        tail = (r.stderr or "").strip().splitlines()[-8:]
-        raise CheckError(f"{what}: exit code {r.returncode}: {' '.join(cmd)}\n    "
-                         + "\n    ".join(tail))
-    return r
-
-
-def read_logits(path, n, vocab, what):
-    if not os.path.isfile(path):
-        raise CheckError(f"{what}: output file {path} was not written")
-    size = os.path.getsize(path)
-    if size != n * vocab * 4:
-        raise CheckError(f"{what}: {path} has {size} bytes, expected {n}*{vocab}*4 = "
-                         f"{n * vocab * 4} (float32 [n_ids, vocab])")
-    a = np.fromfile(path, dtype="<f4").astype(np.float64).reshape(n, vocab)
-    if not np.all(np.isfinite(a)):
-        raise CheckError(f"{what}: non-finite logits in {path}")
-    return a
-
-
-def parse_id_line(stdout, n, what):
-    lines = [ln for ln in stdout.strip().splitlines() if ln.strip()]
-    if not lines:
-        raise CheckError(f"{what}: printed nothing on stdout (expected {n} ids)")
-    try:
-        toks = [int(t) for t in lines[-1].split()]
-    except ValueError:
-        raise CheckError(f"{what}: last stdout line is not space-separated ids: {lines[-1]!r}") \
-            from None
-    if len(toks) != n:
-        raise CheckError(f"{what}: got {len(toks)} ids, expected {n}: {lines[-1]!r}")
-    return toks
-
-
-def log_softmax(x):
-    m = x.max(axis=-1, keepdims=True)
-    return x - m - np.log(np.exp(x - m).sum(axis=-1, keepdims=True))
-
-
-def mean_kl(ref, got):
-    lp, lq = log_softmax(ref), log_softmax(got)
-    return float(np.mean(np.sum(np.exp(lp) * (lp - lq), axis=-1)))
-
-
-def compare(got, ref):
-    absdiff = float(np.max(np.abs(got - ref)))
-    return absdiff, absdiff / float(np.max(np.abs(ref))), mean_kl(ref, got)
 
 
 def margins_from_dump(dump_dir):
@@ -226,7 +156,7 @@ def greedy_diagnosis(model_dir, prompt, ref_toks, mmx_toks):
     """Where the sequences diverge: how decisive was the reference's argmax, and how close was
     the closest block-selection decision of the decode steps up to there?"""
     from minimax_m3 import M3Reference
-    i = next(k for k in range(len(ref_toks)) if ref_toks[k] != mmx_toks[k])
+    i = rc.first_divergence(ref_toks, mmx_toks)
     m = M3Reference.from_dir(model_dir)
     cache = m.new_cache()
     seq = list(prompt) + ref_toks[:i]
@@ -238,24 +168,15 @@ def greedy_diagnosis(model_dir, prompt, ref_toks, mmx_toks):
         for key, val in dump.items():
             if key.endswith("_msa_margin") and np.isfinite(val).any() and val.min() < worst[0]:
                 worst = (float(val.min()), int(key[5:7]), int(np.argmin(val[:, 0])), s)
-    top2 = np.sort(lg)[-2:]
-    other = mmx_toks[i]
-    gap_other = lg[ref_toks[i]] - lg[other] if 0 <= other < lg.size else float("nan")
     sel = (f"smallest decode selection margin up to there {worst[0]:.3e} (layer {worst[1]} "
            f"group {worst[2]} position {worst[3]})")
     if worst[0] < NEAR_TIE:
         sel += " -- a NEAR-TIE: fp32 may legitimately select other blocks there"
-    return (f"first divergence at step {i}: ref {ref_toks[i]} vs mmx {other}; reference "
-            f"top-1 minus top-2 logit = {top2[1] - top2[0]:.3e}, ref logit gap to mmx's choice "
-            f"= {gap_other:.3e}; {sel}")
+    return rc.divergence_text(i, lg, ref_toks, mmx_toks) + f"; {sel}"
 
 
 def logits_flags(mmx):
-    try:
-        r = subprocess.run([mmx, "logits", "--help"], capture_output=True, text=True, timeout=60)
-        text = r.stdout + r.stderr
-    except (OSError, subprocess.TimeoutExpired):
-        text = ""
+    text = rc.logits_help(mmx)
     return {"chunk": "--chunk" in text, "dump": "--dump-dir" in text}
 
 
@@ -367,34 +288,23 @@ def run_check(mmx, workdir=None, quiet=False, results=None, cases=CASES):
     """Returns the exit code (0 pass, 1 fail, 2 cannot run); per-case result dicts are
     appended to `results` if given."""
     out = (lambda *a, **k: None) if quiet else print
-    if mmx is None:
-        out("m3_reference_check: --mmx PATH is required (or use --self-test)")
+    prep = rc.prepare_check("m3_reference_check", mmx, REF, workdir, out)
+    if prep == 2:
         return 2
-    if not (os.path.isfile(mmx) and os.access(mmx, os.X_OK)):
-        out(f"m3_reference_check: FAIL: mmx binary missing or not executable: {mmx}")
-        return 2
-    if not os.path.isfile(REF):
-        out(f"m3_reference_check: FAIL: reference not found at {REF}")
-        return 2
-    mmx = os.path.abspath(mmx)
-    own_tmp = workdir is None
-    work = tempfile.mkdtemp(prefix="m3check_") if own_tmp else os.path.abspath(workdir)
-    os.makedirs(work, exist_ok=True)
+    mmx, work, own_tmp = prep
     flags = logits_flags(mmx)
 
     results = [] if results is None else results
-    for case in cases:
-        try:
-            results.append(check_case(mmx, work, case, flags))
-        except CannotRun as e:
-            out(f"m3_reference_check: cannot run: {e}")
-            return 2
-        except CheckError as e:
-            results.append({"case": case[0], "seed": case[2], "ok": False, "logits": "ERROR",
-                            "chunked": "-", "greedy": "-", "absdiff": float("nan"),
-                            "rel": float("nan"), "kl": float("nan"), "rel_chunk": float("nan"),
-                            "distinct": 0, "margin": float("nan"), "sel": "-",
-                            "why": [str(e)]})
+    if rc.run_cases("m3_reference_check", cases,
+                    lambda case: check_case(mmx, work, case, flags),
+                    lambda case, why: {"case": case[0], "seed": case[2], "ok": False,
+                                       "logits": "ERROR", "chunked": "-", "greedy": "-",
+                                       "absdiff": float("nan"), "rel": float("nan"),
+                                       "kl": float("nan"), "rel_chunk": float("nan"),
+                                       "distinct": 0, "margin": float("nan"), "sel": "-",
+                                       "why": [why]},
+                    results, out) == 2:
+        return 2
 
     out(f"MiniMax-M3 (MSA) tiny-model parity: mmx={mmx}")
     out(f"workdir={work}   {N_IDS} ids; chunked prefill "
@@ -411,14 +321,7 @@ def run_check(mmx, workdir=None, quiet=False, results=None, cases=CASES):
             f"{r['kl']:>10.3e} {r['rel_chunk']:>10.3e} {r['margin']:>9.2e} {r['sel']:>9} "
             f"{r['logits']:>6} {r['chunked']:>6} {r['greedy']:>6} {r['distinct']:>4}  "
             f"{'PASS' if r['ok'] else 'FAIL'}")
-    for r in results:
-        for w in r["why"]:
-            out(f"  [{r['case']}] {w}")
-    ok = bool(results) and all(r["ok"] for r in results)
-    out("ALL PASS" if ok else "FAILED")
-    if own_tmp and ok:
-        shutil.rmtree(work, ignore_errors=True)
-    return 0 if ok else 1
+    return rc.finish_check(results, "case", work, own_tmp, out)
 
 
 # =============================================================================================
@@ -679,26 +582,9 @@ def _fake_model(model_dir, mode):
 
 
 def fake_mmx(argv):
-    import argparse
-    ap = argparse.ArgumentParser(prog="fake-mmx")
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    a = sub.add_parser("make-tiny")
-    a.add_argument("--arch", required=True)
-    a.add_argument("-o", required=True)
-    a.add_argument("--dtype", required=True)
-    a.add_argument("--seed", type=int, required=True)
-    b = sub.add_parser("logits", description="fake: --chunk C")
-    b.add_argument("-m", required=True)
-    b.add_argument("--ids", required=True)
-    b.add_argument("-o", required=True)
+    ap, a, b = rc.fake_mmx_parser("fake: --chunk C")
     b.add_argument("--chunk", type=int, default=0)
     b.add_argument("--dump-dir")
-    c = sub.add_parser("generate")
-    c.add_argument("-m", required=True)
-    c.add_argument("--ids", required=True)
-    c.add_argument("-n", type=int, required=True)
-    c.add_argument("--temp", type=float, default=1.0)
-    c.add_argument("--ignore-eos", action="store_true")
     args = ap.parse_args(argv)
     if args.cmd == "make-tiny":
         assert args.arch == "minimax_m3", args.arch
@@ -722,9 +608,7 @@ def fake_mmx(argv):
                     if key.endswith("_msa_sel"):
                         np.save(os.path.join(args.dump_dir, f"msa_selected.{int(key[5:7])}.npy"),
                                 val.astype(np.int32))
-        if mode == "noise":    # 1e-3 relative perturbation: must be caught by the 1e-4 tolerance
-            lg = lg + 1e-3 * np.abs(lg).max() * np.random.default_rng(0).standard_normal(lg.shape)
-        lg.astype("<f4").tofile(args.o)
+        rc.fake_write_logits(lg, mode, args.o)
         return 0
     print(" ".join(map(str, model.greedy(ids, args.n))))
     return 0
@@ -732,37 +616,6 @@ def fake_mmx(argv):
 
 # =============================================================================================
 # self-test
-
-
-class SelfTest:
-    def __init__(self, work):
-        self.work = work
-        self.n_ok = 0
-        self.failures = []
-
-    def check(self, cond, name, detail=""):
-        if cond:
-            self.n_ok += 1
-            print(f"  ok    {name}" + (f"  ({detail})" if detail else ""))
-        else:
-            self.failures.append(name)
-            print(f"  FAIL  {name}" + (f"  ({detail})" if detail else ""))
-
-    def close(self, name, a, b, tol):
-        a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-        if a.shape != b.shape:
-            self.check(False, name, f"shape {a.shape} vs {b.shape}")
-            return
-        err = float(np.max(np.abs(a - b))) if a.size else 0.0
-        scale = max(float(np.max(np.abs(b))) if b.size else 0.0, 1e-300)
-        self.check(err <= tol * scale, name, f"max err {err:.2e}, rel {err / scale:.2e}")
-
-
-def st_reference_selftest(t):
-    print("reference closed-form self-test (reference/minimax_m3.py --self-test)")
-    r = subprocess.run([PY, REF, "--self-test"], capture_output=True, text=True)
-    t.check(r.returncode == 0, "minimax_m3.py --self-test passes",
-            (r.stdout.strip().splitlines() or [""])[-1])
 
 
 def _scalar_layer(tc, lw, x_in, sparse, moe):
@@ -920,38 +773,17 @@ def st_cli(t):
     make_tiny_np(d, "mxfp8", 11)
     ids = [4, 8, 15, 16, 23, 42, 4, 8, 15, 16, 23, 42, 100, 200, 300]
     o = os.path.join(t.work, "cli.bin")
-    r = subprocess.run([PY, REF, "-m", d, "--ids", ",".join(map(str, ids)), "-o", o,
-                        "--dump-dir", os.path.join(t.work, "cli_dump"), "--msa-stats"],
-                       capture_output=True, text=True)
-    t.check(r.returncode == 0, "-o exits 0", r.stderr.strip()[-200:])
+    r = rc.cli_logits(t, REF, d, ids, o, ("--msa-stats",))
     t.check("layer  3 group 1" in r.stderr and "recall mean" in r.stderr,
             "--msa-stats prints per layer/group recall and coverage",
             (r.stderr.strip().splitlines() or [""])[-1])
     m = R.M3Reference.from_dir(d)
-    ref = m.forward(ids)
-    got = np.fromfile(o, "<f4")
-    t.check(got.size == len(ids) * 512, "-o writes float32 [n_ids, vocab]", f"{got.size} floats")
-    t.close("-o values == forward() rounded to f32", got.reshape(len(ids), 512), ref, 1e-7)
-    names = sorted(os.listdir(os.path.join(t.work, "cli_dump")))
+    names = rc.cli_check_values(t, o, ids, m.forward(ids))
     t.check("layer01_msa_sel.npy" in names and "layer03_q.npy" in names and
             "layer02_moe_router_ids.npy" in names and "layer00_msa_sel.npy" not in names,
             "--dump-dir writes per-layer .npy (msa_* only for sparse layers)",
             f"{len(names)} files")
-    r = subprocess.run([PY, REF, "-m", d, "--ids", "5,6,7", "--greedy", "12"],
-                       capture_output=True, text=True)
-    lines = r.stdout.strip().splitlines()
-    t.check(r.returncode == 0 and len(lines) == 1 and
-            [int(x) for x in lines[0].split()] == m.greedy([5, 6, 7], 12),
-            "--greedy prints N ids on one line == greedy()", lines[0] if lines else "")
-    for bad in ("5,512", "-1", "1,x,3", ""):
-        r = subprocess.run([PY, REF, "-m", d, "--ids", bad, "-o", o],
-                           capture_output=True, text=True)
-        t.check(r.returncode == 2 and "error" in r.stderr, f"--ids {bad!r} -> exit 2",
-                r.stderr.strip().splitlines()[-1] if r.stderr.strip() else "")
-    r = subprocess.run([PY, REF, "-m", os.path.join(t.work, "nonexistent"), "--ids", "1",
-                        "-o", o], capture_output=True, text=True)
-    t.check(r.returncode == 1 and "config.json" in r.stderr, "missing model dir -> exit 1",
-            r.stderr.strip())
+    rc.cli_greedy_and_errors(t, REF, d, m, o)
     # a missing index tensor is named
     d2 = os.path.join(t.work, "cli_missing")
     cfg = make_tiny_np(d2, "f32", 12)
@@ -968,14 +800,10 @@ def st_cli(t):
 
 def st_pipeline(t):
     print("full check pipeline against a fake mmx (reference + numpy checkpoint writer)")
-    fake = os.path.join(t.work, "fake-mmx")
-    with open(fake, "w") as f:
-        f.write(f"#!/bin/sh\nexec {PY} {os.path.abspath(__file__)} --fake-mmx \"$@\"\n")
-    os.chmod(fake, 0o755)
-    os.environ.pop("MMX_FAKE_BREAK", None)
+    fake = rc.write_fake_mmx(t, __file__)
     res = []
-    rc = run_check(fake, os.path.join(t.work, "pipe_ok"), results=res)
-    t.check(rc == 0, "faithful fake mmx passes", f"rc={rc}")
+    code = run_check(fake, os.path.join(t.work, "pipe_ok"), results=res)
+    t.check(code == 0, "faithful fake mmx passes", f"rc={code}")
     t.check(all(r["sel"] == "0/480" for r in res),
             "engine selection dumps compared: 0 of 3 layers x 2 groups x 80 queries differ",
             ", ".join(r["sel"] for r in res))
@@ -985,66 +813,33 @@ def st_pipeline(t):
     for mode in FAITHFUL:
         os.environ["MMX_FAKE_BREAK"] = mode
         res = []
-        rc = run_check(fake, os.path.join(t.work, "pipe_" + mode), quiet=True, results=res)
-        t.check(rc == 0, f"faithful variant ({mode}) passes", f"rc={rc}; {summary(res)}")
+        code = run_check(fake, os.path.join(t.work, "pipe_" + mode), quiet=True, results=res)
+        t.check(code == 0, f"faithful variant ({mode}) passes", f"rc={code}; {summary(res)}")
     for mode in BREAKS:
         os.environ["MMX_FAKE_BREAK"] = mode
         res = []
-        rc = run_check(fake, os.path.join(t.work, "pipe_" + mode), quiet=True, results=res,
+        code = run_check(fake, os.path.join(t.work, "pipe_" + mode), quiet=True, results=res,
                        cases=CASES[:1])
-        t.check(rc == 1, f"broken fake mmx ({mode}) is caught", f"rc={rc}; {summary(res)}")
+        t.check(code == 1, f"broken fake mmx ({mode}) is caught", f"rc={code}; {summary(res)}")
         if mode == "index_head_max":
             why = " ".join(w for r in res for w in r["why"])
             t.check("real selection bug" in why, "a wrong selection rule is reported as a real "
                     "selection bug (not a near-tie)", why[:160])
-    os.environ.pop("MMX_FAKE_BREAK", None)
-    rc = run_check(os.path.join(t.work, "no-such-mmx"), os.path.join(t.work, "pipe_missing"),
-                   quiet=True)
-    t.check(rc == 2, "missing mmx binary -> exit 2", f"rc={rc}")
-    failing = os.path.join(t.work, "failing-mmx")
-    with open(failing, "w") as f:
-        f.write("#!/bin/sh\necho 'boom' >&2\nexit 3\n")
-    os.chmod(failing, 0o755)
-    rc = run_check(failing, os.path.join(t.work, "pipe_failing"), quiet=True)
-    t.check(rc == 1, "crashing mmx -> exit 1", f"rc={rc}")
+    rc.st_exit_codes(t, run_check)
+
+
+def st_reference_selftest(t):
+    rc.st_reference_selftest(t, REF)
 
 
 def self_test(workdir=None):
-    own = workdir is None
-    work = tempfile.mkdtemp(prefix="m3selftest_") if own else os.path.abspath(workdir)
-    os.makedirs(work, exist_ok=True)
-    t = SelfTest(work)
-    for fn in (st_reference_selftest, st_scalar, st_nondegenerate, st_cli, st_pipeline):
-        try:
-            fn(t)
-        except Exception as e:  # a crash in a section is a failure, keep going
-            import traceback
-            traceback.print_exc()
-            t.check(False, f"{fn.__name__} raised {type(e).__name__}: {e}")
-    print(f"self-test: {t.n_ok} ok, {len(t.failures)} failed")
-    for f in t.failures:
-        print(f"  FAILED: {f}")
-    if own and not t.failures:
-        shutil.rmtree(work, ignore_errors=True)
-    else:
-        print(f"workdir kept: {work}")
-    return 0 if not t.failures else 1
+    return rc.self_test("m3selftest_", (st_reference_selftest, st_scalar, st_nondegenerate,
+                                        st_cli, st_pipeline), workdir)
 
 
 def main(argv):
-    if argv[:1] == ["--fake-mmx"]:
-        return fake_mmx(argv[1:])
-    import argparse
-    ap = argparse.ArgumentParser(description="mmx vs float64 numpy reference, MiniMax-M3 tiny")
-    ap.add_argument("--mmx", help="path to the mmx binary")
-    ap.add_argument("--workdir", help="where to put checkpoints/outputs (default: temp dir, "
-                    "removed on success)")
-    ap.add_argument("--self-test", action="store_true",
-                    help="validate the reference and this script without the C++ engine")
-    args = ap.parse_args(argv)
-    if args.self_test:
-        return self_test(args.workdir)
-    return run_check(args.mmx, args.workdir)
+    return rc.main(argv, "mmx vs float64 numpy reference, MiniMax-M3 tiny", fake_mmx, self_test,
+                   run_check)
 
 
 if __name__ == "__main__":

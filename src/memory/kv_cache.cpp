@@ -14,12 +14,16 @@ KvCache::KvCache(int n_layers, int64_t capacity, int n_kv_heads, int head_dim)
               capacity) {}
 
 KvCache::KvCache(const std::vector<LayerCacheSpec>& layers, int64_t capacity, int64_t checkpoint_every,
-                 int max_checkpoints)
-    : specs_(layers), capacity_(capacity), checkpoint_every_(checkpoint_every),
-      max_checkpoints_(max_checkpoints) {
-  MMX_CHECK(capacity > 0 && !layers.empty() && checkpoint_every >= 0 && max_checkpoints >= 0,
-            "KvCache({} layers, capacity {}, checkpoint_every {})", layers.size(), capacity,
-            checkpoint_every);
+                 int max_checkpoints, int page)
+    : specs_(layers), checkpoint_every_(checkpoint_every), max_checkpoints_(max_checkpoints), page_(page) {
+  MMX_CHECK(capacity > 0 && !layers.empty() && checkpoint_every >= 0 && max_checkpoints >= 0 && page > 0,
+            "KvCache({} layers, capacity {}, checkpoint_every {}, page {})", layers.size(), capacity,
+            checkpoint_every, page);
+  capacity_ = capacity;                                  // the logical limit
+  capacity = (capacity + page - 1) / page * page;       // rows allocated: whole pages
+  rows_ = capacity;
+  table_ = Buffer(DType::kI32, {capacity / page});
+  for (int64_t b = 0; b < capacity / page; ++b) table_.t().ptr<int32_t>()[b] = int32_t(b);
   k_.resize(layers.size());
   v_.resize(layers.size());
   state_.resize(layers.size());
@@ -45,6 +49,44 @@ Tensor KvCache::v(int il) const {
   MMX_CHECK(specs_[il].kind == LayerCacheSpec::kKv, "layer {} keeps no K/V", il);
   return v_[il].t();
 }
+Tensor KvCache::k_pages(int il) const {
+  const LayerCacheSpec& s = specs_[il];
+  return k(il).reshape({rows_ / page_, page_, s.n_heads, s.head_dim});
+}
+Tensor KvCache::v_pages(int il) const {
+  const LayerCacheSpec& s = specs_[il];
+  return v(il).reshape({rows_ / page_, page_, s.n_heads, s.head_dim});
+}
+Tensor KvCache::ik_pages(int il) const {
+  return ik(il).reshape({rows_ / page_, page_, specs_[il].index_dim});
+}
+
+// Copies rows [0, n) of src ([n, width] F32) to positions pos0.. of a paged store, page by page.
+static void write_rows(const Tensor& pages, const Tensor& table, int64_t page, int64_t pos0, const Tensor& src) {
+  const int64_t n = src.dim(0), width = src.numel() / std::max<int64_t>(n, 1);
+  MMX_CHECK(pages.numel() / (pages.dim(0) * page) == width, "KV row width {} vs pages {}", width,
+            pages.shape_str());
+  for (int64_t i = 0; i < n;) {
+    const int64_t pos = pos0 + i, blk = pos / page, off = pos % page;
+    const int64_t m = std::min(n - i, page - off);  // rows that stay in this page
+    MMX_CHECK(blk < table.dim(0), "position {} past the block table ({} blocks)", pos, table.dim(0));
+    float* dst = pages.f32() + (int64_t(table.ptr<int32_t>()[blk]) * page + off) * width;
+    std::memcpy(dst, src.f32() + i * width, size_t(m * width) * sizeof(float));
+    i += m;
+  }
+}
+
+void KvCache::write_kv(int il, int64_t pos0, const Tensor& k, const Tensor& v) {
+  MMX_CHECK(pos0 + k.dim(0) <= capacity_, "KV write {} + {} past capacity {}", pos0, k.dim(0), capacity_);
+  write_rows(k_pages(il), table_.t(), page_, pos0, k);
+  write_rows(v_pages(il), table_.t(), page_, pos0, v);
+}
+
+void KvCache::write_ik(int il, int64_t pos0, const Tensor& ik_rows) {
+  MMX_CHECK(pos0 + ik_rows.dim(0) <= capacity_, "index-key write past capacity {}", capacity_);
+  write_rows(ik_pages(il), table_.t(), page_, pos0, ik_rows);
+}
+
 Tensor KvCache::ik(int il) const {
   MMX_CHECK(!ik_[il].t().empty(), "layer {} keeps no index keys", il);
   return ik_[il].t();

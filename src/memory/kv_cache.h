@@ -38,16 +38,29 @@ class KvCache {
   // Every layer softmax (the M2 shape).
   KvCache(int n_layers, int64_t capacity, int n_kv_heads, int head_dim);
   // checkpoint_every: tokens between state checkpoints (0 = none; only lightning layers need them).
+  // page: tokens per KV page of the block-major view (capacity is rounded up to whole pages).
   KvCache(const std::vector<LayerCacheSpec>& layers, int64_t capacity, int64_t checkpoint_every = 0,
-          int max_checkpoints = 4);
+          int max_checkpoints = 4, int page = 16);
 
   int n_layers() const { return int(specs_.size()); }
   const LayerCacheSpec& spec(int il) const { return specs_[il]; }
-  Tensor k(int il) const;      // [capacity, n_kv_heads, head_dim]   (kKv layers)
-  Tensor v(int il) const;      // [capacity, n_kv_heads, head_dim]   (kKv layers)
+  Tensor k(int il) const;      // [rows, n_kv_heads, head_dim] (kKv layers; rows = capacity
+  Tensor v(int il) const;      //  rounded up to whole pages)
   Tensor state(int il) const;  // [n_heads, head_dim, head_dim] F32 (kLinearState layers)
-  Tensor ik(int il) const;     // [capacity, index_dim] F32 (kKv layers with index_dim > 0)
+  Tensor ik(int il) const;     // [rows, index_dim] F32 (kKv layers with index_dim > 0)
   bool has_states() const { return state_bytes() > 0; }
+
+  // The block-major paged view every attention layer reads and writes through (spec §5.6 layout;
+  // the serving engine's shared page pool has the same shape with real block tables):
+  int64_t page() const { return page_; }
+  Tensor k_pages(int il) const;   // [n_pages, page, n_kv_heads, head_dim]
+  Tensor v_pages(int il) const;   // [n_pages, page, n_kv_heads, head_dim]
+  Tensor ik_pages(int il) const;  // [n_pages, page, index_dim]
+  Tensor block_table() const { return table_.t(); }  // [n_pages] I32, logical block -> page
+  // Store the rows of positions pos0.. (through the block table). k, v: [n, n_kv_heads * head_dim];
+  // ik: [n, index_dim].
+  void write_kv(int il, int64_t pos0, const Tensor& k, const Tensor& v);
+  void write_ik(int il, int64_t pos0, const Tensor& ik);
 
   int64_t capacity() const { return capacity_; }
   // Positions already written (the next token goes at n_past()).
@@ -82,6 +95,9 @@ class KvCache {
   int64_t n_past_ = 0;
   int64_t checkpoint_every_ = 0;
   int max_checkpoints_ = 0;
+  int64_t page_ = 16;
+  int64_t rows_ = 0;  // allocated rows: capacity_ rounded up to whole pages
+  Buffer table_;  // [n_pages] I32 identity block table
 };
 
 }  // namespace mmx

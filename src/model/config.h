@@ -115,8 +115,8 @@ struct ModelConfig {
   std::vector<std::string> warnings;  // unknown keys etc., printed by the CLI
 
   int64_t q_dim() const { return int64_t(n_heads) * head_dim; }
-  // Tokens per KV page of the block-major paged layout (M3: the MSA block; 128 without MSA).
-  int kv_page() const { return msa.block > 0 ? msa.block : 128; }
+  // Tokens per KV page of the block-major paged layout (M3: the MSA block; else 16).
+  int kv_page() const { return msa.block > 0 ? msa.block : 16; }
   bool is_moe_layer(int il) const { return moe_layers.empty() || moe_layers[il]; }
   int count_layers(LayerKind k) const {
     int n = 0;

@@ -37,12 +37,8 @@ class Model {
         specs.push_back({LayerCacheSpec::kKv, c.n_kv_heads, c.head_dim,
                          k == LayerKind::kSparse ? c.msa.index_dim : 0});
     }
-    // M3 reads K/V as whole blocks (pages): round the rows up to a multiple of the block.
-    if (c.family == Family::kMiniMaxM3) {
-      const int64_t b = c.kv_page();
-      capacity = (capacity + b - 1) / b * b;
-    }
-    return KvCache(specs, capacity, checkpoint_every, max_checkpoints);
+    // Pages of the block-major KV view: M3 reads whole MSA blocks, so a page is one block.
+    return KvCache(specs, capacity, checkpoint_every, max_checkpoints, c.kv_page());
   }
 };
 

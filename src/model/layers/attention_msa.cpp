@@ -12,7 +12,7 @@
 namespace mmx::layers {
 
 namespace {
-enum Slot { kQ = 140, kK, kV, kAttn, kIq, kIk, kTable, kSel, kRecall, kCoverage };
+enum Slot { kQ = 140, kK, kV, kAttn, kIq, kIk, kSel, kRecall, kCoverage };
 
 // Per-head RMSNorm: x [n, width] viewed as [n * width / dim, dim], one gain [dim] for all heads.
 void norm_heads(Tensor& x, const Buffer& gain, int dim, float eps) {
@@ -26,8 +26,8 @@ void attention_msa(const Tensor& h, const AttentionWeights& w, const MsaAttentio
   const int64_t n = h.dim(0), D = p.head_dim;
   const int64_t qd = int64_t(p.n_heads) * D, kvd = int64_t(p.n_kv_heads) * D;
   const int64_t n_keys = batch.pos0 + n, B = p.page;
-  MMX_CHECK(n_keys <= kv.capacity() && kv.capacity() % B == 0, "KV cache {} rows, page {}, {} keys",
-            kv.capacity(), B, n_keys);
+  MMX_CHECK(n_keys <= kv.capacity() && kv.page() == B, "KV cache {} rows, page {} (want {}), {} keys",
+            kv.capacity(), kv.page(), B, n_keys);
   const double t0 = MsaStats::get().enabled() ? now_s() : 0.0;
 
   Tensor q = s.f32(kQ, {n, qd});   // [n, n_heads * head_dim]
@@ -47,15 +47,12 @@ void attention_msa(const Tensor& h, const AttentionWeights& w, const MsaAttentio
   trace(q, "q", il);
   trace(k, "k", il);
   trace(v, "v", il);
-  std::memcpy(kv.k(il).f32() + batch.pos0 * kvd, k.data, size_t(n * kvd) * sizeof(float));
-  std::memcpy(kv.v(il).f32() + batch.pos0 * kvd, v.data, size_t(n * kvd) * sizeof(float));
+  kv.write_kv(il, batch.pos0, k, v);
 
-  // The single-sequence cache is paged with the identity block table: page b = block b.
-  const int64_t n_pages = kv.capacity() / B, n_blocks = (n_keys + B - 1) / B;
-  const Tensor kp = kv.k(il).reshape({n_pages, B, p.n_kv_heads, D});
-  const Tensor vp = kv.v(il).reshape({n_pages, B, p.n_kv_heads, D});
-  Tensor table = s.i32(kTable, {n_blocks});  // [n_blocks] I32
-  for (int64_t b = 0; b < n_blocks; ++b) table.ptr<int32_t>()[b] = int32_t(b);
+  // Read through the cache's block table (identity for the single-sequence cache).
+  const int64_t n_blocks = (n_keys + B - 1) / B;
+  const Tensor kp = kv.k_pages(il), vp = kv.v_pages(il);  // [n_pages, B, n_kv_heads, head_dim]
+  const Tensor table = kv.block_table().rows_range(0, n_blocks);  // [n_blocks] I32
 
   const float scale = float(1.0 / std::sqrt(double(D)));
   Tensor attn = s.f32(kAttn, {n, p.n_heads, D});  // [n, n_heads, head_dim]
@@ -75,8 +72,8 @@ void attention_msa(const Tensor& h, const AttentionWeights& w, const MsaAttentio
     ops::rope_neox(ikh, batch.positions, p.rotary_dim, p.rope_theta);
     trace(iq, "index_q", il);
     trace(ik, "index_k", il);
-    std::memcpy(kv.ik(il).f32() + batch.pos0 * di, ik.data, size_t(n * di) * sizeof(float));
-    const Tensor ikp = kv.ik(il).reshape({n_pages, B, di});
+    kv.write_ik(il, batch.pos0, ik);
+    const Tensor ikp = kv.ik_pages(il);  // [n_pages, B, index_dim]
     Tensor sel = s.i32(kSel, {G, n, p.topk});  // [groups, n, topk] block ids, -1 padded
     ops::msa_index_select(iqh, ikp, table, batch.positions, n_keys, sel);
     trace(sel, "msa_selected", il);

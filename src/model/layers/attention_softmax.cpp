@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "model/trace.h"
+#include "ops/msa.h"
 #include "ops/ops.h"
 
 namespace mmx::layers {
@@ -36,16 +37,13 @@ void attention_softmax(const Tensor& h, const AttentionWeights& w, const Attenti
   trace(k, "k", il);
   trace(v, "v", il);
 
-  // Append the new K/V rows at positions pos0..pos0+n-1.
-  const size_t row_bytes = size_t(kvd) * sizeof(float);
-  std::memcpy(kv.k(il).f32() + batch.pos0 * kvd, k.data, n * row_bytes);
-  std::memcpy(kv.v(il).f32() + batch.pos0 * kvd, v.data, n * row_bytes);
-  const int64_t n_kv = batch.pos0 + n;
-  const Tensor kc = kv.k(il).rows_range(0, n_kv);  // [n_kv, n_kv_heads, head_dim]
-  const Tensor vc = kv.v(il).rows_range(0, n_kv);
-
+  // Append the new K/V rows at positions pos0..pos0+n-1, then attend over the block-major pages
+  // through the cache's block table.
+  kv.write_kv(il, batch.pos0, k, v);
+  const int64_t n_kv = batch.pos0 + n, n_blocks = (n_kv + kv.page() - 1) / kv.page();
   Tensor attn = s.f32(kAttn, {n, p.n_heads, p.head_dim});
-  ops::attention_softmax(qh, kc, vc, batch.pos0, float(1.0 / std::sqrt(double(p.head_dim))), attn);
+  ops::attention_paged(qh, kv.k_pages(il), kv.v_pages(il), kv.block_table().rows_range(0, n_blocks),
+                       batch.positions, n_kv, float(1.0 / std::sqrt(double(p.head_dim))), attn);
   trace(attn, "attn_heads", il);
   ops::matmul(attn.reshape({n, qd}), w.o, out);
 }

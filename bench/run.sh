@@ -47,3 +47,8 @@ $BUILD/bench/msa/msa_bench "$REPS"
 echo
 echo "== lightning vs softmax attention core, one MiniMax-Text-01 layer (64 heads x 128): decode vs context, prefill, cache memory"
 $BUILD/bench/lightning/lightning_bench --reps "$REPS"
+
+# ---- serving load test (bench/serving) ----
+echo
+echo "== mmx serve under load: 64 streaming clients x 256 chat requests (tiny M2), TTFT / ITL percentiles, /metrics leak check, prefix-cache cold/warm TTFT"
+$BUILD/bench/serving/load_bench --mmx "$MMX" -m models/tiny-m2 --clients 64 --requests 256 --max-tokens 32 --pairs 5 --timeout-s 300

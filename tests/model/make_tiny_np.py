@@ -5,7 +5,7 @@ Used ONLY to self-test reference/minimax_m2.py and tests/model/m2_reference_chec
 independently of the C++ `mmx make-tiny`. It has its own safetensors writer and its own
 float -> bf16 / float8_e4m3fn encoders; nothing is shared with the C++ engine.
 
-  make_tiny_np.py -o DIR --dtype {f32,bf16,fp8} --seed S [--fp8-block B] [--shards N]
+  make_tiny_np.py -o DIR --dtype {f32,f16,bf16,fp8} --seed S [--fp8-block B] [--shards N]
 
 Tensor dtypes follow §4.2/§4.3 of the spec:
   f32  : everything F32
@@ -189,7 +189,7 @@ def make_tiny(outdir, dtype="f32", seed=0, fp8_block=128, shards=1, config=None)
     def gainv(n):
         return (1.0 + 0.2 * rng.standard_normal(n)).astype(np.float32)
 
-    plain_tag = {"f32": "F32", "bf16": "BF16", "fp8": "BF16"}[dtype]
+    plain_tag = {"f32": "F32", "f16": "F16", "bf16": "BF16", "fp8": "BF16"}[dtype]
     t = {}
 
     def put_lin(name, w):
@@ -224,6 +224,8 @@ def make_tiny(outdir, dtype="f32", seed=0, fp8_block=128, shards=1, config=None)
             put_lin(f"{m}experts.{e}.w2.weight", lin(d, I, 0.5))
     if dtype == "bf16":
         cfg["torch_dtype"] = "bfloat16"
+    if dtype == "f16":
+        cfg["torch_dtype"] = "float16"
     if dtype == "fp8":
         cfg["torch_dtype"] = "bfloat16"
         cfg["quantization_config"] = {
@@ -237,7 +239,7 @@ def make_tiny(outdir, dtype="f32", seed=0, fp8_block=128, shards=1, config=None)
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-o", "--out", required=True)
-    ap.add_argument("--dtype", choices=["f32", "bf16", "fp8"], default="f32")
+    ap.add_argument("--dtype", choices=["f32", "f16", "bf16", "fp8"], default="f32")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--fp8-block", type=int, default=128)
     ap.add_argument("--shards", type=int, default=1)

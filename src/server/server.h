@@ -34,7 +34,8 @@ struct ServerOptions {
   std::string api_key;                    // "" = no authentication; else "Authorization: Bearer KEY" on /v1/*
   double drop_reasoning_over = 0;         // 0 = off; else a fraction of the context (see prompt.h)
   size_t max_body_bytes = size_t(8) << 20;  // larger bodies get 413
-  int n_http_threads = 32;                // concurrent connections (a stream holds one)
+  int n_http_threads = 128;               // concurrent connections (a stream holds one; with fewer
+                                          // threads than streaming clients requests were lost: issue 6)
   int stream_ping_ms = 1000;              // SSE comment ": ping" after this long without output
 };
 

@@ -315,6 +315,7 @@ void run_job(std::shared_ptr<Job> job, EngineApi& engine, ServerMetrics& metrics
 }
 
 GenRequest make_gen_request(const GenerationParams& p, std::vector<int32_t> ids, int64_t context,
+                            int64_t default_max_tokens,
                             const std::vector<int32_t>& eos, const char* prompt_param) {
   const int64_t n_prompt = int64_t(ids.size());
   if (n_prompt >= context)
@@ -325,7 +326,8 @@ GenRequest make_gen_request(const GenerationParams& p, std::vector<int32_t> ids,
   GenRequest g;
   g.prompt = std::move(ids);
   g.sampling = p.sampling;
-  g.max_tokens = std::min(p.max_tokens.value_or(context), context - n_prompt);
+  g.max_tokens = std::min(p.max_tokens.value_or(default_max_tokens > 0 ? default_max_tokens : context),
+                          context - n_prompt);
   g.stop_ids = eos;
   g.top_logprobs = p.top_logprobs;
   return g;
@@ -349,7 +351,7 @@ void Server::handle_chat(const httplib::Request& req, httplib::Response& res) {
     const int64_t ctx = engine_.context_limit();
     ChatPrompt p = build_chat_prompt(model_, cr, opts_.drop_reasoning_over, ctx);
     if (p.dropped_reasoning_turns > 0) metrics_.count_dropped_reasoning(p.dropped_reasoning_turns);
-    GenRequest g = make_gen_request(cr, p.ids, ctx, model_.eos_ids, "messages");
+    GenRequest g = make_gen_request(cr, p.ids, ctx, opts_.default_max_tokens, model_.eos_ids, "messages");
 
     auto job = std::make_shared<Job>();
     job->chat = true;
@@ -396,7 +398,7 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
     for (int32_t id : ids)
       if (!tok.has_id(id)) bad_request("token id " + std::to_string(id) + " is not in the vocabulary", "prompt");
     const int64_t ctx = engine_.context_limit();
-    GenRequest g = make_gen_request(cr, ids, ctx, model_.eos_ids, "prompt");
+    GenRequest g = make_gen_request(cr, ids, ctx, opts_.default_max_tokens, model_.eos_ids, "prompt");
 
     auto job = std::make_shared<Job>();
     job->chat = false;

@@ -37,6 +37,10 @@ struct ServerOptions {
   int n_http_threads = 128;               // concurrent connections (a stream holds one; with fewer
                                           // threads than streaming clients requests were lost: issue 6)
   int stream_ping_ms = 1000;              // SSE comment ": ping" after this long without output
+  // max_tokens when the client gives none (0 = up to the context). The engine reserves prompt +
+  // max_tokens rows of KV per request until paged KV lands, so a real 196K-context model must not
+  // reserve the whole context for every request.
+  int64_t default_max_tokens = 8192;
 };
 
 class Server {

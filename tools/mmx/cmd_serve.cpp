@@ -118,6 +118,11 @@ void add_serve(CLI::App& app, Action& action) {
       ->capture_default_str()->check(CLI::PositiveNumber);
   c->add_option("--max-running", o->engine.max_running, "Engine: sequences decoded together")
       ->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_option("--default-max-tokens", o->server.default_max_tokens,
+                "max_tokens of requests that give none (0 = up to the context; each request "
+                "reserves prompt + max_tokens of KV memory)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   c->add_option("--http-threads", o->server.n_http_threads, "Concurrent HTTP connections")
       ->capture_default_str()->check(CLI::Range(2, 1024));
   c->add_option("-t,--threads", o->threads, "CPU threads for the model (0 = all cores)");

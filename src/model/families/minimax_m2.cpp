@@ -22,17 +22,8 @@ enum Slot { kX = 0, kH, kBranch };
 class MiniMaxM2 final : public Model {
  public:
   MiniMaxM2(ModelConfig cfg, ModelWeights w) : cfg_(std::move(cfg)), w_(std::move(w)) {
-    attn_.n_heads = cfg_.n_heads;
-    attn_.n_kv_heads = cfg_.n_kv_heads;
-    attn_.head_dim = cfg_.head_dim;
-    attn_.rotary_dim = cfg_.rotary_dim;
-    attn_.rope_theta = cfg_.rope_theta;
-    attn_.norm_eps = cfg_.norm_eps;
-    attn_.use_qk_norm = cfg_.use_qk_norm;
-    moe_.n_experts = cfg_.n_experts;
-    moe_.n_experts_active = cfg_.n_experts_active;
-    moe_.ffn_dim = cfg_.ffn_dim;
-    moe_.routed_scaling_factor = cfg_.routed_scaling_factor;
+    attn_ = layers::attention_params(cfg_);
+    moe_ = layers::moe_params(cfg_);
   }
 
   const ModelConfig& config() const override { return cfg_; }

@@ -32,15 +32,8 @@ class MiniMaxM3 final : public Model {
     attn_.page = cfg_.kv_page();
     attn_.index_dim = cfg_.msa.index_dim;
     attn_.topk = cfg_.msa.topk;
-    act_.act = cfg_.ffn_act;
-    act_.alpha = cfg_.swiglu_alpha;
-    act_.limit = cfg_.swiglu_limit;
-    moe_.n_experts = cfg_.n_experts;
-    moe_.n_experts_active = cfg_.n_experts_active;
-    moe_.ffn_dim = cfg_.ffn_dim;
-    moe_.routed_scaling_factor = cfg_.routed_scaling_factor;
-    moe_.router = RouterKind::kSigmoidBias;
-    moe_.act = act_;
+    moe_ = layers::moe_params(cfg_);
+    act_ = moe_.act;  // the dense MLP layers use the experts' activation
   }
 
   const ModelConfig& config() const override { return cfg_; }

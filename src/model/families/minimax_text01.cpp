@@ -23,21 +23,12 @@ enum Slot { kX = 0, kH, kBranch };
 class MiniMaxText01 final : public Model {
  public:
   MiniMaxText01(ModelConfig cfg, ModelWeights w) : cfg_(std::move(cfg)), w_(std::move(w)) {
-    attn_.n_heads = cfg_.n_heads;
-    attn_.n_kv_heads = cfg_.n_kv_heads;
-    attn_.head_dim = cfg_.head_dim;
-    attn_.rotary_dim = cfg_.rotary_dim;
-    attn_.rope_theta = cfg_.rope_theta;
-    attn_.norm_eps = cfg_.norm_eps;
-    attn_.use_qk_norm = false;
+    attn_ = layers::attention_params(cfg_);  // no QK-norm: the config refuses it for Text-01
     lin_.n_heads = cfg_.n_heads;
     lin_.head_dim = cfg_.head_dim;
     lin_.block = cfg_.lightning_block;
     lin_.norm_eps = cfg_.lightning_norm_eps;
-    moe_.n_experts = cfg_.n_experts;
-    moe_.n_experts_active = cfg_.n_experts_active;
-    moe_.ffn_dim = cfg_.ffn_dim;
-    moe_.router = RouterKind::kSoftmax;
+    moe_ = layers::moe_params(cfg_);  // softmax router
     for (int il = 0; il < cfg_.n_layers; ++il)
       slopes_.push_back(cfg_.layer_kinds[il] == LayerKind::kLightning
                             ? layers::lightning_slopes(cfg_.n_heads, il, cfg_.n_layers)

@@ -13,6 +13,18 @@ namespace {
 enum Slot { kQ = 100, kK, kV, kAttn };
 }
 
+AttentionParams attention_params(const ModelConfig& c) {
+  AttentionParams p;
+  p.n_heads = c.n_heads;
+  p.n_kv_heads = c.n_kv_heads;
+  p.head_dim = c.head_dim;
+  p.rotary_dim = c.rotary_dim;
+  p.rope_theta = c.rope_theta;
+  p.norm_eps = c.norm_eps;
+  p.use_qk_norm = c.use_qk_norm;
+  return p;
+}
+
 void attention_softmax(const Tensor& h, const AttentionWeights& w, const AttentionParams& p,
                        const ForwardBatch& batch, KvCache& kv, int il, Scratch& s, Tensor& out) {
   const int64_t n = h.dim(0);

@@ -16,6 +16,9 @@ struct AttentionParams {
   bool use_qk_norm = false;  // RMSNorm over the whole q [q_dim] and k [kv_dim] projections
 };
 
+// The GQA parameters a config implies.
+AttentionParams attention_params(const ModelConfig& c);
+
 // h:   [n_tokens, d_model] normed layer input
 // out: [n_tokens, d_model]
 // Writes K/V of the new tokens into kv rows [batch.pos0, batch.pos0 + n_tokens).

@@ -12,6 +12,17 @@ enum Slot { kLogits = 200, kIds, kWeights, kCount, kFill, kRows, kScale, kXe, kG
             kShared, kSharedMlp };
 }
 
+MoeParams moe_params(const ModelConfig& c) {
+  MoeParams p;
+  p.n_experts = c.n_experts;
+  p.n_experts_active = c.n_experts_active;
+  p.ffn_dim = c.ffn_dim;
+  p.routed_scaling_factor = c.routed_scaling_factor;
+  p.router = c.router;
+  p.act = {c.ffn_act, c.swiglu_alpha, c.swiglu_limit};
+  return p;
+}
+
 void moe(const Tensor& x, const MoeWeights& w, const MoeParams& p, int il, Scratch& s, Tensor& out) {
   const int64_t n = x.dim(0), d = x.dim(1), f = p.ffn_dim;
   const int k = p.n_experts_active;

@@ -18,6 +18,9 @@ struct MoeParams {
   FfnActParams act;  // expert (and shared expert) activation
 };
 
+// The MoE parameters a config implies (router kind, scaling, expert activation).
+MoeParams moe_params(const ModelConfig& c);
+
 // out = routed_scaling_factor · Σ_sel w_e · expert_e(x) + shared_expert(x) (M3: the shared expert
 // is neither scaled nor gated; absent for M2 / Text-01).
 // x: [n_tokens, d_model] normed input; out: [n_tokens, d_model] (overwritten).

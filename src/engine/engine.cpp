@@ -14,17 +14,38 @@ struct Engine::Req {
   GenRequest in;
   std::function<void(const GenEvent&)> emit;
   std::vector<int32_t> tokens;  // prompt, then generated ids
-  int64_t n_done = 0;           // tokens already in the cache
   int64_t n_generated = 0;
-  int64_t reserved = 0;         // cache capacity reserved for this request
-  std::unique_ptr<KvCache> cache;
+  int64_t n_cached = -1;        // prompt tokens served from the prefix cache (first admission)
+  SeqMemory mem;                // pages + lightning states while admitted
   std::unique_ptr<Sampler> sampler;
-  bool prefilling() const { return n_done < int64_t(in.prompt.size()); }
+  // Tokens not yet in the cache: 1 for a decode, more while (re)prefilling.
+  int64_t pending() const { return int64_t(tokens.size()) - mem.n_past(); }
 };
+
+namespace {
+
+// Pool size when none is given: up to opts.kv_auto_bytes, at most 64 full contexts, at least one.
+int64_t auto_pages(const Model& m, const EngineOptions& o) {
+  const int64_t page = m.config().kv_page();
+  const int64_t per_context = (m.config().max_position + page - 1) / page;
+  const size_t page_bytes = std::max<size_t>(PageStore::page_bytes(m.cache_specs(), page), 1);
+  const int64_t by_bytes = int64_t(size_t(o.kv_auto_bytes) / page_bytes);
+  return std::max<int64_t>(1, std::min(by_bytes, 64 * per_context));
+}
+
+}  // namespace
 
 Engine::Engine(Model& model, EngineOptions opts) : model_(model), opts_(std::move(opts)) {
   MMX_CHECK(opts_.max_batch_tokens >= 1 && opts_.max_running >= 1, "engine options");
-  if (opts_.kv_token_budget <= 0) opts_.kv_token_budget = 64 * context_limit();
+  PagedMemoryOptions mo;
+  mo.page = model_.config().kv_page();
+  mo.n_pages = opts_.kv_pages > 0 ? opts_.kv_pages : auto_pages(model_, opts_);
+  // Lightning snapshots on page boundaries; enough per sequence for one step's chunk.
+  mo.checkpoint_every = (std::max<int64_t>(opts_.state_checkpoint_every, 1) + mo.page - 1) / mo.page * mo.page;
+  mo.max_checkpoints = int(2 + opts_.max_batch_tokens / mo.checkpoint_every);
+  mo.max_state_snapshots = opts_.max_state_snapshots;
+  mem_ = std::make_unique<PagedMemory>(model_.cache_specs(), mo);
+  stats_.kv_pages_total = mem_->n_pages();
   if (opts_.start_thread) thread_ = std::thread([this] { loop(); });
 }
 
@@ -37,18 +58,19 @@ Engine::~Engine() {
   if (thread_.joinable()) thread_.join();
 }
 
-int64_t Engine::context_limit() const { return model_.config().max_position; }
+// A request must fit the model's positions and the whole KV pool.
+int64_t Engine::context_limit() const {
+  return std::min<int64_t>(model_.config().max_position, mem_->n_pages() * mem_->page());
+}
 
 uint64_t Engine::submit(GenRequest r, std::function<void(const GenEvent&)> on_event) {
   auto q = std::make_unique<Req>();
   GenEvent err;
   err.kind = GenEvent::kError;
-  std::unique_lock<std::mutex> l(mu_);
-  q->id = next_id_++;
   const int64_t n_prompt = int64_t(r.prompt.size());
   if (n_prompt == 0) err.error = "the prompt is empty", err.http_status = 400;
   else if (n_prompt >= context_limit())
-    err.error = fmt::format("the prompt has {} tokens; the model's context is {} tokens", n_prompt,
+    err.error = fmt::format("the prompt has {} tokens; this server's context is {} tokens", n_prompt,
                             context_limit()), err.http_status = 400;
   else {
     try {
@@ -58,7 +80,9 @@ uint64_t Engine::submit(GenRequest r, std::function<void(const GenEvent&)> on_ev
       err.error = e.what(), err.http_status = 400;
     }
   }
-  if (err.error.empty() && int64_t(inbox_.size()) >= opts_.max_waiting)
+  std::unique_lock<std::mutex> l(mu_);
+  q->id = next_id_++;
+  if (err.error.empty() && int64_t(inbox_.size()) + stats_.requests_waiting >= opts_.max_waiting)
     err.error = "the server is busy: too many queued requests, retry later", err.http_status = 429;
   const uint64_t id = q->id;
   if (!err.error.empty()) {
@@ -77,43 +101,168 @@ uint64_t Engine::submit(GenRequest r, std::function<void(const GenEvent&)> on_ev
 }
 
 void Engine::cancel(uint64_t id) {
+  std::unique_lock<std::mutex> step(step_mu_, std::try_to_lock);
   std::lock_guard<std::mutex> l(mu_);
-  // Requests are only touched by step() under this lock, so once we return the id is dropped
-  // before any further event can be emitted for it.
   for (auto it = inbox_.begin(); it != inbox_.end(); ++it)
     if ((*it)->id == id) {
       inbox_.erase(it);
       return;
     }
-  for (auto it = running_.begin(); it != running_.end(); ++it)
-    if ((*it)->id == id) {
-      reserved_tokens_ -= (*it)->reserved;
-      running_.erase(it);
-      return;
-    }
+  // Events are emitted under mu_ after checking cancelled_, so none arrives once we return.
+  cancelled_.insert(id);
+  if (step.owns_lock()) {  // no step is running: free the memory now
+    drop(id);
+    cancelled_.erase(id);
+    stats_.requests_waiting = int64_t(waiting_.size());
+    stats_.requests_running = int64_t(running_.size());
+    stats_.kv_pages_used = mem_->n_used();
+  }
+  cv_.notify_all();
+}
+
+// Removes request `id` wherever the engine thread holds it (caller holds step_mu_).
+void Engine::drop(uint64_t id) {
+  auto match = [id](const std::unique_ptr<Req>& r) { return r->id == id; };
+  if (auto it = std::find_if(running_.begin(), running_.end(), match); it != running_.end()) {
+    mem_->release((*it)->mem);
+    running_.erase(it);
+  }
+  if (auto it = std::find_if(waiting_.begin(), waiting_.end(), match); it != waiting_.end()) {
+    mem_->release((*it)->mem);
+    waiting_.erase(it);
+  }
 }
 
 EngineMetrics Engine::metrics() const {
   std::lock_guard<std::mutex> l(mu_);
   EngineMetrics m = stats_;
-  m.requests_waiting = int64_t(inbox_.size());
-  m.requests_running = int64_t(running_.size());
-  m.kv_pages_used = reserved_tokens_;  // tokens reserved (pages of 1 token at this stage)
-  m.kv_pages_total = opts_.kv_token_budget;
+  m.requests_waiting += int64_t(inbox_.size());
   return m;
 }
 
+void Engine::intake() {
+  std::lock_guard<std::mutex> l(mu_);
+  for (auto& r : inbox_) waiting_.push_back(std::move(r));
+  inbox_.clear();
+  for (uint64_t id : cancelled_) drop(id);
+  cancelled_.clear();
+}
+
 void Engine::admit() {
-  while (!inbox_.empty() && int64_t(running_.size()) < opts_.max_running) {
-    Req& r = *inbox_.front();
-    const int64_t need = int64_t(r.in.prompt.size()) + r.in.max_tokens;
-    if (reserved_tokens_ + need > opts_.kv_token_budget && !running_.empty()) break;  // FIFO: wait
-    r.reserved = need;
-    r.cache = std::make_unique<KvCache>(model_.make_cache(need));
-    reserved_tokens_ += need;
-    running_.push_back(std::move(inbox_.front()));
-    inbox_.pop_front();
+  while (!waiting_.empty() && int64_t(running_.size()) < opts_.max_running) {
+    Req& r = *waiting_.front();
+    const int64_t hit = mem_->open(r.mem, r.tokens);
+    // Room for the rest of its prompt plus a page of headroom per running sequence; the first
+    // request always goes in (any request fits the whole pool: context_limit()).
+    if (!running_.empty() && mem_->fit(r.mem) < r.pending() + int64_t(running_.size()) * mem_->page()) {
+      mem_->release(r.mem);
+      break;  // FIFO: later requests wait behind it
+    }
+    if (r.n_cached < 0) r.n_cached = hit;  // a recompute after preemption is not a cache hit
+    prefix_hit_tokens_ += hit;
+    prefix_lookup_tokens_ += int64_t(r.tokens.size());
+    running_.push_back(std::move(waiting_.front()));
+    waiting_.pop_front();
   }
+}
+
+void Engine::preempt(Req& victim, std::vector<Item>& batch) {
+  mem_->release(victim.mem);
+  batch.erase(std::remove_if(batch.begin(), batch.end(), [&](const Item& it) { return it.r == &victim; }),
+              batch.end());
+  auto it = std::find_if(running_.begin(), running_.end(), [&](auto& p) { return p.get() == &victim; });
+  waiting_.push_front(std::move(*it));
+  running_.erase(it);
+  ++preemptions_;
+}
+
+// Gets pages for up to n tokens of r (n shrinks to what fits), preempting the most recently
+// admitted sequences while nothing fits. False if r itself had to go.
+bool Engine::make_room(Req& r, int64_t& n, std::vector<Item>& batch) {
+  for (;;) {
+    const int64_t fit = mem_->fit(r.mem);
+    if (fit >= 1) {
+      n = std::min(n, fit);
+      mem_->reserve(r.mem, n);
+      return true;
+    }
+    Req& victim = *running_.back();
+    preempt(victim, batch);
+    if (&victim == &r) return false;
+  }
+}
+
+std::vector<Engine::Item> Engine::schedule() {
+  std::vector<Item> batch;
+  int64_t budget = opts_.max_batch_tokens;
+  // Decodes first, then prefill chunks. Iterate over a snapshot: preemption edits running_.
+  for (bool decodes : {true, false}) {
+    std::vector<Req*> order;
+    for (auto& r : running_) order.push_back(r.get());
+    for (Req* r : order) {
+      if (budget <= 0) break;
+      if ((r->pending() == 1) != decodes || !r->mem.kv) continue;  // (preempted in this loop)
+      int64_t n = std::min(budget, r->pending());
+      if (!make_room(*r, n, batch)) continue;
+      batch.push_back({r, n});
+      budget -= n;
+    }
+  }
+  return batch;
+}
+
+void Engine::run(const std::vector<Item>& batch) {
+  const int64_t V = model_.config().vocab_size;
+  Buffer logits(DType::kF32, {1, V});
+  for (const Item& it : batch) {
+    Req& r = *it.r;
+    const int64_t p0 = r.mem.n_past();
+    std::vector<int32_t> pos(static_cast<size_t>(it.n));
+    for (int64_t i = 0; i < it.n; ++i) pos[size_t(i)] = int32_t(p0 + i);
+    ForwardBatch fb;
+    fb.tokens = Tensor(r.tokens.data() + p0, DType::kI32, {it.n});
+    fb.positions = Tensor(pos.data(), DType::kI32, {it.n});
+    fb.pos0 = p0;
+    model_.forward(fb, *r.mem.kv, logits.t());
+    mem_->commit(r.mem, r.tokens);
+    if (r.pending() == 0) sample(r, logits.f32());
+  }
+}
+
+void Engine::emit(Req& r, const GenEvent& e) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (!cancelled_.count(r.id)) r.emit(e);
+}
+
+// Samples the next token from the last logits row, emits it, and finishes the request if done.
+void Engine::sample(Req& r, const float* lg) {
+  const int64_t V = model_.config().vocab_size;
+  const int64_t n_sample = opts_.n_valid_vocab > 0 ? std::min(opts_.n_valid_vocab, V) : V;
+  const int32_t tok = r.sampler->sample(lg, n_sample);
+  // logprobs: log-softmax of the raw logits over the valid vocabulary
+  double mx = lg[0];
+  for (int64_t i = 1; i < n_sample; ++i) mx = std::max(mx, double(lg[i]));
+  double z = 0;
+  for (int64_t i = 0; i < n_sample; ++i) z += std::exp(double(lg[i]) - mx);
+  const double lz = mx + std::log(z);
+  GenEvent e;
+  e.token = tok;
+  e.logprob = float(lg[tok] - lz);
+  if (r.in.top_logprobs > 0) {
+    std::vector<int32_t> ids(static_cast<size_t>(n_sample));
+    for (int64_t i = 0; i < n_sample; ++i) ids[size_t(i)] = int32_t(i);
+    const int64_t k = std::min<int64_t>(r.in.top_logprobs, n_sample);
+    std::partial_sort(ids.begin(), ids.begin() + k, ids.end(),
+                      [&](int32_t a, int32_t b) { return lg[a] > lg[b] || (lg[a] == lg[b] && a < b); });
+    for (int64_t i = 0; i < k; ++i) e.top.push_back({ids[size_t(i)], float(lg[ids[size_t(i)]] - lz)});
+  }
+  r.tokens.push_back(tok);
+  ++r.n_generated;
+  emit(r, e);
+  const bool stop = std::find(r.in.stop_ids.begin(), r.in.stop_ids.end(), tok) != r.in.stop_ids.end() ||
+                    std::find(opts_.eos_ids.begin(), opts_.eos_ids.end(), tok) != opts_.eos_ids.end();
+  if (stop) finish(r, "stop");
+  else if (r.n_generated >= r.in.max_tokens) finish(r, "length");
 }
 
 void Engine::finish(Req& r, const char* reason) {
@@ -121,80 +270,50 @@ void Engine::finish(Req& r, const char* reason) {
   e.kind = GenEvent::kDone;
   e.finish_reason = reason;
   e.n_prompt = int64_t(r.in.prompt.size());
+  e.n_cached = std::max<int64_t>(r.n_cached, 0);
   e.n_generated = r.n_generated;
-  r.emit(e);
+  emit(r, e);
+  mem_->release(r.mem);  // finished: the sweep in step() removes it
+}
+
+void Engine::publish_metrics(const std::vector<Item>& batch) {
+  std::lock_guard<std::mutex> l(mu_);
+  stats_.requests_waiting = int64_t(waiting_.size());
+  stats_.requests_running = int64_t(running_.size());
+  stats_.kv_pages_used = mem_->n_used();
+  stats_.kv_pages_total = mem_->n_pages();
+  stats_.prefix_hits_tokens = prefix_hit_tokens_;
+  stats_.prefix_lookup_tokens = prefix_lookup_tokens_;
+  stats_.preemptions = preemptions_;
+  stats_.last_batch_seqs = int64_t(batch.size());
+  stats_.last_batch_tokens = 0;
+  for (const Item& it : batch) stats_.last_batch_tokens += it.n;
 }
 
 bool Engine::step() {
-  std::lock_guard<std::mutex> l(mu_);
+  std::lock_guard<std::mutex> step_lock(step_mu_);
+  intake();
   admit();
-  if (running_.empty()) return false;
-  // schedule: decodes first (1 token each), then prefill chunks, within the token budget.
-  struct Item {
-    Req* r;
-    int64_t n;
-  };
-  std::vector<Item> batch;
-  int64_t budget = opts_.max_batch_tokens;
-  for (auto& r : running_)
-    if (!r->prefilling() && budget > 0) batch.push_back({r.get(), 1}), --budget;
-  for (auto& r : running_)
-    if (r->prefilling() && budget > 0) {
-      const int64_t n = std::min(budget, int64_t(r->in.prompt.size()) - r->n_done);
-      batch.push_back({r.get(), n});
-      budget -= n;
-    }
-  stats_.last_batch_seqs = int64_t(batch.size());
-  stats_.last_batch_tokens = opts_.max_batch_tokens - budget;
-
-  std::vector<Req*> done;
-  const int64_t V = model_.config().vocab_size;
-  const int64_t n_sample = opts_.n_valid_vocab > 0 ? std::min(opts_.n_valid_vocab, V) : V;
-  Buffer logits(DType::kF32, {1, V});
-  for (const Item& it : batch) {
-    Req& r = *it.r;
-    std::vector<int32_t> pos(size_t(it.n));
-    for (int64_t i = 0; i < it.n; ++i) pos[size_t(i)] = int32_t(r.n_done + i);
-    ForwardBatch fb;
-    fb.tokens = Tensor(r.tokens.data() + r.n_done, DType::kI32, {it.n});
-    fb.positions = Tensor(pos.data(), DType::kI32, {it.n});
-    fb.pos0 = r.n_done;
-    model_.forward(fb, *r.cache, logits.t());
-    r.n_done += it.n;
-    if (r.prefilling()) continue;  // mid-prompt chunk: no token yet
-
-    // sample + logprobs (log-softmax of the raw logits over the valid vocabulary)
-    const float* lg = logits.f32();
-    const int32_t tok = r.sampler->sample(lg, n_sample);
-    double mx = lg[0];
-    for (int64_t i = 1; i < n_sample; ++i) mx = std::max(mx, double(lg[i]));
-    double z = 0;
-    for (int64_t i = 0; i < n_sample; ++i) z += std::exp(double(lg[i]) - mx);
-    const double lz = mx + std::log(z);
-    GenEvent e;
-    e.token = tok;
-    e.logprob = float(lg[tok] - lz);
-    if (r.in.top_logprobs > 0) {
-      std::vector<int32_t> ids(static_cast<size_t>(n_sample));
-      for (int64_t i = 0; i < n_sample; ++i) ids[size_t(i)] = int32_t(i);
-      const int64_t k = std::min<int64_t>(r.in.top_logprobs, n_sample);
-      std::partial_sort(ids.begin(), ids.begin() + k, ids.end(),
-                        [&](int32_t a, int32_t b) { return lg[a] > lg[b] || (lg[a] == lg[b] && a < b); });
-      for (int64_t i = 0; i < k; ++i) e.top.push_back({ids[size_t(i)], float(lg[ids[size_t(i)]] - lz)});
-    }
-    r.tokens.push_back(tok);
-    ++r.n_generated;
-    r.emit(e);
-    const bool stop = std::find(r.in.stop_ids.begin(), r.in.stop_ids.end(), tok) != r.in.stop_ids.end() ||
-                      std::find(opts_.eos_ids.begin(), opts_.eos_ids.end(), tok) != opts_.eos_ids.end();
-    if (stop) finish(r, "stop"), done.push_back(&r);
-    else if (r.n_generated >= r.in.max_tokens) finish(r, "length"), done.push_back(&r);
+  if (running_.empty()) {
+    publish_metrics({});
+    return false;
   }
-  for (Req* r : done) {
-    reserved_tokens_ -= r->reserved;
-    running_.erase(std::find_if(running_.begin(), running_.end(), [&](auto& p) { return p.get() == r; }));
-  }
+  const std::vector<Item> batch = schedule();
+  run(batch);
+  // Finished requests released their memory in finish(); remove them.
+  std::erase_if(running_, [](const std::unique_ptr<Req>& r) { return !r->mem.kv; });
+  if (opts_.check_integrity) check_integrity();
+  publish_metrics(batch);
   return true;
+}
+
+void Engine::check_integrity() const {
+  std::vector<const SeqMemory*> live;
+  for (const auto& r : running_) live.push_back(&r->mem);
+  for (const auto& r : waiting_) {
+    MMX_CHECK(!r->mem.kv, "waiting request {} holds memory", r->id);
+  }
+  mem_->check_integrity(live);
 }
 
 void Engine::run_until_idle() {
@@ -202,26 +321,34 @@ void Engine::run_until_idle() {
   }
 }
 
+void Engine::fail_all() {
+  std::lock_guard<std::mutex> step_lock(step_mu_);
+  for (auto& r : running_) {
+    GenEvent e;
+    e.kind = GenEvent::kError;
+    e.error = "internal error while generating";
+    emit(*r, e);
+    mem_->release(r->mem);
+  }
+  running_.clear();
+  publish_metrics({});
+}
+
 void Engine::loop() {
   for (;;) {
     {
       std::unique_lock<std::mutex> l(mu_);
-      cv_.wait(l, [&] { return stop_ || !inbox_.empty() || !running_.empty(); });
+      cv_.wait(l, [&] {
+        return stop_ || !inbox_.empty() || !cancelled_.empty() || stats_.requests_running > 0 ||
+               stats_.requests_waiting > 0;
+      });
       if (stop_) return;
     }
     try {
       step();
     } catch (const std::exception& ex) {
       // A failed forward fails every running request; the engine keeps serving.
-      std::lock_guard<std::mutex> l(mu_);
-      for (auto& r : running_) {
-        GenEvent e;
-        e.kind = GenEvent::kError;
-        e.error = "internal error while generating";
-        r->emit(e);
-      }
-      running_.clear();
-      reserved_tokens_ = 0;
+      fail_all();
     }
   }
 }

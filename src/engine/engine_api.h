@@ -51,6 +51,7 @@ struct EngineMetrics {
   int64_t kv_pages_used = 0, kv_pages_total = 0;
   int64_t prefix_hits_tokens = 0, prefix_lookup_tokens = 0;
   int64_t last_batch_tokens = 0, last_batch_seqs = 0;
+  int64_t preemptions = 0;  // sequences sent back to the queue for recompute (pages ran out)
 };
 
 class EngineApi {

@@ -15,62 +15,63 @@ KvCache::KvCache(int n_layers, int64_t capacity, int n_kv_heads, int head_dim)
 
 KvCache::KvCache(const std::vector<LayerCacheSpec>& layers, int64_t capacity, int64_t checkpoint_every,
                  int max_checkpoints, int page)
-    : specs_(layers), checkpoint_every_(checkpoint_every), max_checkpoints_(max_checkpoints), page_(page) {
+    : specs_(layers), checkpoint_every_(checkpoint_every), max_checkpoints_(max_checkpoints) {
   MMX_CHECK(capacity > 0 && !layers.empty() && checkpoint_every >= 0 && max_checkpoints >= 0 && page > 0,
             "KvCache({} layers, capacity {}, checkpoint_every {}, page {})", layers.size(), capacity,
             checkpoint_every, page);
-  capacity_ = capacity;                                  // the logical limit
-  capacity = (capacity + page - 1) / page * page;       // rows allocated: whole pages
-  rows_ = capacity;
-  table_ = Buffer(DType::kI32, {capacity / page});
-  for (int64_t b = 0; b < capacity / page; ++b) table_.t().ptr<int32_t>()[b] = int32_t(b);
-  k_.resize(layers.size());
-  v_.resize(layers.size());
-  state_.resize(layers.size());
-  ik_.resize(layers.size());
-  for (size_t il = 0; il < layers.size(); ++il) {
-    const LayerCacheSpec& s = layers[il];
+  const int64_t n_pages = (capacity + page - 1) / page;
+  store_ = std::make_shared<PageStore>(layers, n_pages, page);
+  for (int64_t b = 0; b < n_pages; ++b) table_.push_back(int32_t(b));  // identity block table
+  capacity_ = capacity;  // the logical limit (the last page may have spare rows)
+  init_states();
+}
+
+KvCache::KvCache(std::shared_ptr<PageStore> store, const std::vector<LayerCacheSpec>& layers,
+                 int64_t checkpoint_every, int max_checkpoints)
+    : specs_(layers), store_(std::move(store)), checkpoint_every_(checkpoint_every),
+      max_checkpoints_(max_checkpoints) {
+  MMX_CHECK(store_ && !layers.empty() && checkpoint_every >= 0 && max_checkpoints >= 0,
+            "paged KvCache({} layers, checkpoint_every {})", layers.size(), checkpoint_every);
+  init_states();
+}
+
+void KvCache::init_states() {
+  state_.resize(specs_.size());
+  for (size_t il = 0; il < specs_.size(); ++il) {
+    const LayerCacheSpec& s = specs_[il];
     MMX_CHECK(s.n_heads > 0 && s.head_dim > 0, "layer {}: {} heads x {}", il, s.n_heads, s.head_dim);
-    if (s.kind == LayerCacheSpec::kKv) {
-      k_[il] = Buffer(DType::kF32, {capacity, s.n_heads, s.head_dim});
-      v_[il] = Buffer(DType::kF32, {capacity, s.n_heads, s.head_dim});
-      if (s.index_dim > 0) ik_[il] = Buffer(DType::kF32, {capacity, s.index_dim});
-    } else {
+    if (s.kind == LayerCacheSpec::kLinearState)
       state_[il] = Buffer(DType::kF32, {s.n_heads, s.head_dim, s.head_dim});  // zero-filled
-    }
   }
 }
 
-Tensor KvCache::k(int il) const {
-  MMX_CHECK(specs_[il].kind == LayerCacheSpec::kKv, "layer {} keeps no K/V", il);
-  return k_[il].t();
+Tensor KvCache::block_table() const {
+  // A read-only view; the ops only read it.
+  return Tensor(const_cast<int32_t*>(table_.data()), DType::kI32, {int64_t(table_.size())});
 }
-Tensor KvCache::v(int il) const {
-  MMX_CHECK(specs_[il].kind == LayerCacheSpec::kKv, "layer {} keeps no K/V", il);
-  return v_[il].t();
-}
-Tensor KvCache::k_pages(int il) const {
-  const LayerCacheSpec& s = specs_[il];
-  return k(il).reshape({rows_ / page_, page_, s.n_heads, s.head_dim});
-}
-Tensor KvCache::v_pages(int il) const {
-  const LayerCacheSpec& s = specs_[il];
-  return v(il).reshape({rows_ / page_, page_, s.n_heads, s.head_dim});
-}
-Tensor KvCache::ik_pages(int il) const {
-  return ik(il).reshape({rows_ / page_, page_, specs_[il].index_dim});
+
+void KvCache::map_block(int64_t blk, int32_t id) {
+  MMX_CHECK(blk >= 0 && blk <= n_blocks(), "map_block({}) with {} blocks mapped", blk, n_blocks());
+  MMX_CHECK(id >= 0 && id < store_->n_pages(), "map_block: page {} outside [0, {})", id, store_->n_pages());
+  if (blk == n_blocks()) {
+    table_.push_back(id);
+    capacity_ = n_blocks() * page();
+  } else {
+    table_[size_t(blk)] = id;
+  }
 }
 
 // Copies rows [0, n) of src ([n, width] F32) to positions pos0.. of a paged store, page by page.
-static void write_rows(const Tensor& pages, const Tensor& table, int64_t page, int64_t pos0, const Tensor& src) {
+static void write_rows(const Tensor& pages, const std::vector<int32_t>& table, int64_t page, int64_t pos0,
+                       const Tensor& src) {
   const int64_t n = src.dim(0), width = src.numel() / std::max<int64_t>(n, 1);
   MMX_CHECK(pages.numel() / (pages.dim(0) * page) == width, "KV row width {} vs pages {}", width,
             pages.shape_str());
   for (int64_t i = 0; i < n;) {
     const int64_t pos = pos0 + i, blk = pos / page, off = pos % page;
     const int64_t m = std::min(n - i, page - off);  // rows that stay in this page
-    MMX_CHECK(blk < table.dim(0), "position {} past the block table ({} blocks)", pos, table.dim(0));
-    float* dst = pages.f32() + (int64_t(table.ptr<int32_t>()[blk]) * page + off) * width;
+    MMX_CHECK(blk < int64_t(table.size()), "position {} past the block table ({} blocks)", pos, table.size());
+    float* dst = pages.f32() + (int64_t(table[size_t(blk)]) * page + off) * width;
     std::memcpy(dst, src.f32() + i * width, size_t(m * width) * sizeof(float));
     i += m;
   }
@@ -78,22 +79,18 @@ static void write_rows(const Tensor& pages, const Tensor& table, int64_t page, i
 
 void KvCache::write_kv(int il, int64_t pos0, const Tensor& k, const Tensor& v) {
   MMX_CHECK(pos0 + k.dim(0) <= capacity_, "KV write {} + {} past capacity {}", pos0, k.dim(0), capacity_);
-  write_rows(k_pages(il), table_.t(), page_, pos0, k);
-  write_rows(v_pages(il), table_.t(), page_, pos0, v);
+  write_rows(k_pages(il), table_, page(), pos0, k);
+  write_rows(v_pages(il), table_, page(), pos0, v);
 }
 
 void KvCache::write_ik(int il, int64_t pos0, const Tensor& ik_rows) {
   MMX_CHECK(pos0 + ik_rows.dim(0) <= capacity_, "index-key write past capacity {}", capacity_);
-  write_rows(ik_pages(il), table_.t(), page_, pos0, ik_rows);
+  write_rows(ik_pages(il), table_, page(), pos0, ik_rows);
 }
 
-Tensor KvCache::ik(int il) const {
-  MMX_CHECK(!ik_[il].t().empty(), "layer {} keeps no index keys", il);
-  return ik_[il].t();
-}
 Tensor KvCache::state(int il) const {
-  MMX_CHECK(specs_[il].kind == LayerCacheSpec::kLinearState, "layer {} keeps no linear state", il);
-  return state_[il].t();
+  MMX_CHECK(specs_[size_t(il)].kind == LayerCacheSpec::kLinearState, "layer {} keeps no linear state", il);
+  return state_[size_t(il)].t();
 }
 
 void KvCache::set_n_past(int64_t n) {
@@ -126,15 +123,13 @@ std::vector<int64_t> KvCache::checkpoint_positions() const {
   return p;
 }
 
-int64_t KvCache::rollback(int64_t p) {
-  MMX_CHECK(p >= 0 && p <= n_past_, "rollback({}) with {} tokens cached", p, n_past_);
-  if (!has_states()) {
-    n_past_ = p;
-    return p;
-  }
-  while (!checkpoints_.empty() && checkpoints_.back().pos > p) checkpoints_.pop_back();
-  if (p == n_past_) return p;  // nothing to undo
-  const float* src = checkpoints_.empty() ? nullptr : checkpoints_.back().states.data();
+std::vector<float> KvCache::checkpoint_states(int64_t pos) const {
+  for (const auto& c : checkpoints_)
+    if (c.pos == pos) return c.states;
+  return {};
+}
+
+void KvCache::copy_states(const float* src) {
   for (Buffer& s : state_) {
     Tensor t = s.t();
     if (t.empty()) continue;
@@ -145,17 +140,32 @@ int64_t KvCache::rollback(int64_t p) {
       std::memset(t.data, 0, t.size_bytes());
     }
   }
+}
+
+int64_t KvCache::rollback(int64_t p) {
+  MMX_CHECK(p >= 0 && p <= n_past_, "rollback({}) with {} tokens cached", p, n_past_);
+  if (!has_states()) {
+    n_past_ = p;
+    return p;
+  }
+  while (!checkpoints_.empty() && checkpoints_.back().pos > p) checkpoints_.pop_back();
+  if (p == n_past_) return p;  // nothing to undo
+  copy_states(checkpoints_.empty() ? nullptr : checkpoints_.back().states.data());
   n_past_ = checkpoints_.empty() ? 0 : checkpoints_.back().pos;
   return n_past_;
 }
 
-size_t KvCache::kv_bytes() const {
-  size_t s = 0;
-  for (size_t i = 0; i < k_.size(); ++i)
-    if (!k_[i].t().empty())
-      s += k_[i].t().size_bytes() + v_[i].t().size_bytes() + (ik_[i].t().empty() ? 0 : ik_[i].t().size_bytes());
-  return s;
+void KvCache::resume_at(int64_t pos, const std::vector<float>& states) {
+  MMX_CHECK(n_past_ == 0 && checkpoints_.empty(), "resume_at() on a cache holding {} tokens", n_past_);
+  MMX_CHECK(states.size() * sizeof(float) == state_bytes() || (states.empty() && (pos == 0 || !has_states())),
+            "resume_at({}): {} state floats, the model has {}", pos, states.size(), state_bytes() / sizeof(float));
+  MMX_CHECK(pos >= 0 && pos <= capacity_, "resume_at({}) past capacity {}", pos, capacity_);
+  copy_states(states.empty() ? nullptr : states.data());
+  n_past_ = pos;
+  if (has_states() && pos > 0) save_checkpoint();  // so rollback() can return here
 }
+
+size_t KvCache::kv_bytes() const { return PageStore::page_bytes(specs_, page()) * table_.size(); }
 size_t KvCache::state_bytes() const {
   size_t s = 0;
   for (const auto& b : state_)

@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "memory/kv_cache.h"
 #include "model/config.h"
@@ -28,6 +29,12 @@ class Model {
   // lightning layer, with state checkpoints every `checkpoint_every` tokens (newest
   // `max_checkpoints` kept; see memory/kv_cache.h for what they cost).
   KvCache make_cache(int64_t capacity, int64_t checkpoint_every = 1024, int max_checkpoints = 4) const {
+    // Pages of the block-major KV view: M3 reads whole MSA blocks, so a page is one block.
+    return KvCache(cache_specs(), capacity, checkpoint_every, max_checkpoints, config().kv_page());
+  }
+  // What each layer keeps per sequence: K/V (+ index keys) for softmax and sparse layers, a state
+  // for lightning layers. The serving engine builds its shared PageStore from these.
+  std::vector<LayerCacheSpec> cache_specs() const {
     const ModelConfig& c = config();
     std::vector<LayerCacheSpec> specs;
     for (LayerKind k : c.layer_kinds) {
@@ -37,8 +44,7 @@ class Model {
         specs.push_back({LayerCacheSpec::kKv, c.n_kv_heads, c.head_dim,
                          k == LayerKind::kSparse ? c.msa.index_dim : 0});
     }
-    // Pages of the block-major KV view: M3 reads whole MSA blocks, so a page is one block.
-    return KvCache(specs, capacity, checkpoint_every, max_checkpoints, c.kv_page());
+    return specs;
   }
 };
 

@@ -89,6 +89,8 @@ std::string ServerMetrics::render(const EngineMetrics& e) const {
   line(out, "mmx_kv_pages_used", double(e.kv_pages_used));
   head(out, "mmx_kv_pages_total", "gauge", "KV cache pages in the pool.");
   line(out, "mmx_kv_pages_total", double(e.kv_pages_total));
+  head(out, "mmx_preemptions_total", "counter", "Sequences preempted (pages ran out) and recomputed later.");
+  line(out, "mmx_preemptions_total", double(e.preemptions));
   head(out, "mmx_requests_running", "gauge", "Requests being decoded.");
   line(out, "mmx_requests_running", double(e.requests_running));
   head(out, "mmx_requests_waiting", "gauge", "Requests queued for admission.");

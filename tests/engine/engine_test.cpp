@@ -1,7 +1,9 @@
 // Continuous batching: greedy output is identical whether a request runs alone, in a batch of 8
-// mixed lengths, or with chunked prefill mixed into decodes (small step budgets), for every
-// family; cancellation frees at once and stops events; queue-full, over-context and invalid ids
-// are refused with the right status; logprobs agree with the sampled token.
+// mixed lengths, with chunked prefill mixed into decodes (small step budgets), with a prefix-cache
+// hit, or after a preemption (a pool too small for the batch), for every family — with the paged
+// memory's check_integrity() after every step; cancellation frees at once and stops events;
+// queue-full, over-context and invalid ids are refused with the right status; logprobs agree
+// with the sampled token.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -28,19 +30,25 @@ struct Result {
   std::vector<int32_t> ids;
   std::vector<float> logprobs;
   std::string finish;
+  int64_t n_cached = 0;
   int n_done_events = 0;
 };
 
 std::vector<int32_t> prompt(int n, uint64_t seed) { return testing::random_ids(n, 500, seed); }
 
-// Runs the requests through one engine (driven on this thread) and collects their events.
-std::vector<Result> run(Model& m, const std::vector<std::vector<int32_t>>& prompts, int64_t max_tokens,
-                        int64_t batch_tokens, int64_t max_running = 16) {
+EngineOptions test_options(int64_t batch_tokens, int64_t max_running = 16) {
   EngineOptions o;
   o.start_thread = false;
+  o.check_integrity = true;  // pages, ref counts and the prefix cache agree after every step
   o.max_batch_tokens = batch_tokens;
   o.max_running = max_running;
-  Engine e(m, o);
+  o.state_checkpoint_every = 16;  // lightning prefix hits at multiples of 16 tokens
+  o.kv_pages = 2048 / 4;          // 512 pages: 2048 tokens (M3's page of 4) or 8192 (page 16)
+  return o;
+}
+
+// Submits the requests to `e` (driven on this thread), runs them to the end, collects events.
+std::vector<Result> run_on(Engine& e, const std::vector<std::vector<int32_t>>& prompts, int64_t max_tokens) {
   std::vector<Result> out(prompts.size());
   for (size_t i = 0; i < prompts.size(); ++i) {
     GenRequest r;
@@ -49,13 +57,21 @@ std::vector<Result> run(Model& m, const std::vector<std::vector<int32_t>>& promp
     r.max_tokens = max_tokens;
     e.submit(r, [&out, i](const GenEvent& ev) {
       if (ev.kind == GenEvent::kToken) out[i].ids.push_back(ev.token), out[i].logprobs.push_back(ev.logprob);
-      else if (ev.kind == GenEvent::kDone) out[i].finish = ev.finish_reason, ++out[i].n_done_events;
+      else if (ev.kind == GenEvent::kDone)
+        out[i].finish = ev.finish_reason, out[i].n_cached = ev.n_cached, ++out[i].n_done_events;
       else ADD_FAILURE() << ev.error;
     });
   }
   e.run_until_idle();
   EXPECT_EQ(e.metrics().kv_pages_used, 0);  // everything released
+  EXPECT_EQ(e.metrics().requests_running + e.metrics().requests_waiting, 0);
   return out;
+}
+
+std::vector<Result> run(Model& m, const std::vector<std::vector<int32_t>>& prompts, int64_t max_tokens,
+                        int64_t batch_tokens, int64_t max_running = 16) {
+  Engine e(m, test_options(batch_tokens, max_running));
+  return run_on(e, prompts, max_tokens);
 }
 
 class EngineFamilies : public ::testing::TestWithParam<std::string> {};
@@ -78,6 +94,68 @@ TEST_P(EngineFamilies, BatchedEqualsAlone) {
   // The engine's greedy stream equals the single-sequence generate() loop.
   Sampler s(SamplingParams{0.0f});
   EXPECT_EQ(generate(*model, prompts[3], 12, s, {}, nullptr, nullptr), alone[3].ids);
+}
+
+// Prefix cache: a request whose prompt shares a prefix with an earlier one maps the cached pages
+// (and, for lightning layers, a state snapshot) and still produces the cold run's tokens — when
+// the earlier request has finished, and when both run together in one batch.
+TEST_P(EngineFamilies, PrefixHitEqualsCold) {
+  auto model = load_model(tiny_dir(GetParam()));
+  const std::vector<int32_t> system = prompt(40, 7);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 4; ++i) {
+    std::vector<int32_t> p = system;
+    const std::vector<int32_t> tail = prompt(1 + 5 * i, 300 + i);
+    p.insert(p.end(), tail.begin(), tail.end());
+    prompts.push_back(p);
+  }
+  prompts.push_back(system);  // the whole prompt cached: its last token is recomputed
+  prompts.push_back(std::vector<int32_t>(system.begin(), system.begin() + 32));  // ... in a shared page
+  std::vector<Result> cold;
+  for (const auto& p : prompts) cold.push_back(run(*model, {p}, 10, 4096)[0]);
+  for (int64_t budget : {int64_t(4096), int64_t(7)}) {
+    SCOPED_TRACE(fmt::format("step budget {}", budget));
+    Engine e(*model, test_options(budget));
+    run_on(e, {prompts[0]}, 10);  // warms the cache
+    const std::vector<Result> warm = run_on(e, prompts, 10);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_EQ(warm[i].ids, cold[i].ids) << "request " << i;
+      EXPECT_GT(warm[i].n_cached, 0) << "request " << i;
+      EXPECT_EQ(cold[i].n_cached, 0);
+    }
+    // Lightning layers resume only at a state snapshot (every 16 tokens here); K/V layers reuse
+    // every full page up to the last token.
+    const bool hybrid = GetParam() == "minimax_text01";
+    const int64_t page = e.memory().page();
+    // (the requests share the 40-token system prompt with the warm-up request, no more)
+    EXPECT_EQ(warm[1].n_cached, hybrid ? 32 : 40 / page * page);
+    EXPECT_EQ(warm[4].n_cached, hybrid ? 32 : std::min<int64_t>(40 / page * page, 39));
+    // 32 tokens = whole pages: the recomputed last row goes to a copy of the shared page.
+    EXPECT_EQ(warm[5].n_cached, hybrid ? 16 : 31);
+    const EngineMetrics m = e.metrics();
+    EXPECT_GT(m.prefix_hits_tokens, 0);
+    EXPECT_LT(m.prefix_hits_tokens, m.prefix_lookup_tokens);
+  }
+}
+
+// Preemption: a KV pool far too small for 8 requests at once forces the engine to send
+// sequences back to the queue and recompute them; every stream is still the one it has alone.
+TEST_P(EngineFamilies, PreemptedEqualsAlone) {
+  auto model = load_model(tiny_dir(GetParam()));
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 8; ++i) prompts.push_back(prompt(10 + 7 * i, 400 + i));  // 10 .. 59 tokens
+  std::vector<Result> alone;
+  for (const auto& p : prompts) alone.push_back(run(*model, {p}, 12, 4096)[0]);
+  EngineOptions o = test_options(48);
+  const int64_t page = model->config().kv_page();
+  o.kv_pages = (96 + page - 1) / page;  // ~96 tokens for 8 sequences of up to 71
+  Engine e(*model, o);
+  const std::vector<Result> got = run_on(e, prompts, 12);
+  EXPECT_GT(e.preemptions(), 0);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(got[i].ids, alone[i].ids) << "request " << i;
+    EXPECT_EQ(got[i].n_done_events, 1);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, EngineFamilies, ::testing::Values("minimax_m2", "minimax_text01", "minimax_m3"));

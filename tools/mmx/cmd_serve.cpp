@@ -78,6 +78,10 @@ void run_serve(Opts o) {
   o.engine.eos_ids = sm.eos_ids;
   o.engine.n_valid_vocab = tokenizer.vocab_size();
   Engine engine(*model, o.engine);
+  const PagedMemory& kv = engine.memory();
+  std::fprintf(stderr, "mmx serve: KV pool %lld pages x %lld tokens (%.1f MiB); longest request %lld tokens\n",
+               (long long)kv.n_pages(), (long long)kv.page(), double(kv.bytes()) / (1 << 20),
+               (long long)engine.context_limit());
   server::Server srv(engine, sm, o.server);
   const int port = srv.start(o.host, o.port);
   std::fprintf(stderr, "mmx serve: %s (%s) listening on http://%s:%d\n", sm.name.c_str(), o.model.c_str(),
@@ -111,16 +115,16 @@ void add_serve(CLI::App& app, Action& action) {
       ->check(CLI::Range(0.0, 1.0));
   c->add_option("--max-batch-tokens", o->engine.max_batch_tokens, "Engine: tokens per step")
       ->capture_default_str()->check(CLI::PositiveNumber);
-  c->add_option("--kv-pages", o->engine.kv_token_budget,
-                "Engine: KV memory budget in pages (1 token per page at this stage; 0 = 64 x context)")
+  c->add_option("--kv-pages", o->engine.kv_pages,
+                "Engine: pages in the shared KV pool (a page = 16 tokens, 128 for M3's MSA blocks; "
+                "0 = up to 2 GiB, at most 64 contexts)")
       ->check(CLI::NonNegativeNumber);
   c->add_option("--max-queue", o->engine.max_waiting, "Engine: waiting requests before 429")
       ->capture_default_str()->check(CLI::PositiveNumber);
   c->add_option("--max-running", o->engine.max_running, "Engine: sequences decoded together")
       ->capture_default_str()->check(CLI::PositiveNumber);
   c->add_option("--default-max-tokens", o->server.default_max_tokens,
-                "max_tokens of requests that give none (0 = up to the context; each request "
-                "reserves prompt + max_tokens of KV memory)")
+                "max_tokens of requests that give none (0 = up to the context)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   c->add_option("--http-threads", o->server.n_http_threads, "Concurrent HTTP connections")

@@ -492,7 +492,7 @@ int main(int argc, char** argv) {
                 pct(cold, 50) * 1e3, pct(warm, 50) * 1e3, pct(ratio, 50), prefix_errors);
     std::printf("  /metrics prefix_cache_hit_rate %.3f (hit tokens %.0f)%s\n", m["mmx_prefix_cache_hit_rate"],
                 m["mmx_prefix_cache_hit_tokens_total"],
-                m["mmx_prefix_cache_hit_tokens_total"] == 0 ? "   -- prefix cache not implemented yet" : "");
+                m["mmx_prefix_cache_hit_tokens_total"] == 0 ? "   -- no prefix-cache hits" : "");
   }
 
   finished = true;

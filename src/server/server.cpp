@@ -1,10 +1,15 @@
 #include "server/server.h"
 
+#include <arpa/inet.h>
+#include <dirent.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 
 #include "base/clock.h"
@@ -201,11 +206,37 @@ void Server::check_model(const std::string& name) const {
                    "model", "model_not_found");
 }
 
+// Debian's libcpp-httplib 0.11.4 is compiled with a listen backlog of 5. A burst of connections
+// (64 clients starting at once) overflows it; the kernel then answers with SYN cookies and drops
+// the handshake's last ACK, the client believes it is connected, and its request is reset about
+// 1.2 s later (the load bench's lost "transport error: Read" requests; `nstat` counted them as
+// TcpExtListenOverflows). httplib does not expose its socket, so find our listening socket by
+// port and call listen() again, which on Linux only raises the backlog.
+static void widen_listen_backlog(int port) {
+  DIR* d = opendir("/proc/self/fd");
+  if (!d) return;
+  while (const dirent* e = readdir(d)) {
+    const int fd = std::atoi(e->d_name);
+    int listening = 0;
+    socklen_t len = sizeof listening;
+    if (fd <= 2 || getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening) continue;
+    sockaddr_storage a{};
+    len = sizeof a;
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) continue;
+    const int p = a.ss_family == AF_INET    ? ntohs(reinterpret_cast<sockaddr_in*>(&a)->sin_port)
+                  : a.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&a)->sin6_port)
+                                            : -1;
+    if (p == port) ::listen(fd, SOMAXCONN);
+  }
+  closedir(d);
+}
+
 int Server::start(const std::string& host, int port) {
   int bound = port;
   if (port == 0) bound = http_->bind_to_any_port(host);
   else if (!http_->bind_to_port(host, port)) bound = -1;
   if (bound <= 0) fail("cannot listen on {}:{} (address in use or not available)", host, port);
+  widen_listen_backlog(bound);
   thread_ = std::thread([this] { http_->listen_after_bind(); });
   return bound;
 }

@@ -491,6 +491,37 @@ void stream_and_hang_up(int port, const std::string& body) {
   close(fd);
 }
 
+// A burst of connections far larger than the HTTP thread pool and httplib's compiled-in listen
+// backlog (5): every one is answered. Honest note: with the backlog left at 5 this test still
+// passes here, in ~18 s instead of ~60 ms (the kernel's retransmissions rescue a serial client);
+// the lost requests needed the load bench's 64 concurrent clients (bench/serving/README.md).
+TEST_F(ServerTest, ConnectionBurstIsAnswered) {
+  opts.n_http_threads = 2;
+  start();
+  std::vector<int> fds;
+  for (int i = 0; i < 200; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(uint16_t(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    const std::string req = "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    ASSERT_EQ(send(fd, req.data(), req.size(), 0), ssize_t(req.size()));
+    fds.push_back(fd);
+  }
+  int answered = 0;
+  for (int fd : fds) {
+    timeval tv{10, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    char buf[64] = {};
+    if (recv(fd, buf, sizeof buf - 1, 0) > 0 && std::string(buf).rfind("HTTP/1.1 200", 0) == 0) ++answered;
+    close(fd);
+  }
+  EXPECT_EQ(answered, 200);
+}
+
 TEST_F(ServerTest, ClientDisconnectCancels) {
   engine.token_delay_ms = 20;
   std::vector<int32_t> longer;

@@ -119,6 +119,13 @@ void add_serve(CLI::App& app, Action& action) {
                 "Engine: pages in the shared KV pool (a page = 16 tokens, 128 for M3's MSA blocks; "
                 "0 = up to 2 GiB, at most 64 contexts)")
       ->check(CLI::NonNegativeNumber);
+  c->add_option("--state-snapshots", o->engine.max_state_snapshots,
+                "Engine, lightning models (Text-01/M1): prefix states kept for prefix-cache hits "
+                "(each is one sequence's states: 280 MiB for MiniMax-Text-01)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  c->add_option("--state-checkpoint-every", o->engine.state_checkpoint_every,
+                "Engine, lightning models: tokens between state snapshots (prefix hits land on them)")
+      ->capture_default_str()->check(CLI::PositiveNumber);
   c->add_option("--max-queue", o->engine.max_waiting, "Engine: waiting requests before 429")
       ->capture_default_str()->check(CLI::PositiveNumber);
   c->add_option("--max-running", o->engine.max_running, "Engine: sequences decoded together")

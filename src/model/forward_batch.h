@@ -1,14 +1,19 @@
 // ForwardBatch: the ONLY input a model sees (DESIGN rule 2) — never a Request.
 //
-// Foundation stage: one sequence whose new tokens sit at consecutive positions starting at the
-// cache's n_past(). The serving issue extends this with per-sequence metadata and block tables.
+// Model::forward takes one sequence whose new tokens sit at consecutive positions starting at the
+// cache's n_past(). Model::forward_multi takes several sequences' tokens concatenated, each
+// sequence's share described by a SeqChunk (continuous batching: one pass over the weights per
+// engine step, whatever the number of sequences).
 #pragma once
 
-#include <vector>
+#include <cstdint>
+#include <span>
 
 #include "tensor/tensor.h"
 
 namespace mmx {
+
+class KvCache;
 
 struct ForwardBatch {
   Tensor tokens;     // [n_tokens] I32, validated to lie in [0, vocab_size)
@@ -18,6 +23,21 @@ struct ForwardBatch {
 
   int64_t n_tokens() const { return tokens.dim(0); }
   int64_t n_logit_rows() const { return all_logits ? n_tokens() : 1; }
+};
+
+// One sequence's share of a fused forward: rows [begin, begin + n) of the concatenated tokens,
+// at positions kv->n_past() .. + n - 1, appended to *kv.
+struct SeqChunk {
+  int64_t begin = 0, n = 0;
+  KvCache* kv = nullptr;
+};
+
+// What the layers see of a forward (fused or single-sequence): row-wise work (projections, norms,
+// RoPE, FFN) runs over all rows at once; attention loops over `seqs`, each against its own cache.
+// A chunk's first position is its kv->n_past(): caches are advanced only after the last layer.
+struct SeqRows {
+  Tensor positions;               // [n_rows] I32: chunk c's rows at c.kv->n_past() + 0, 1, ...
+  std::span<const SeqChunk> seqs;  // tile rows [0, n_rows) in order, each n >= 1, distinct caches
 };
 
 }  // namespace mmx

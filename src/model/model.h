@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,18 @@ class Model {
   // and advances kv.n_past(). logits: [batch.n_logit_rows(), vocab_size] F32.
   // Throws mmx::Error for invalid token ids or a full cache (nothing is modified then).
   virtual void forward(const ForwardBatch& batch, KvCache& kv, Tensor& logits) = 0;
+
+  // Fused multi-sequence forward (continuous batching). SeqChunk (model/forward_batch.h): one
+  // sequence's share, rows [begin, begin + n) of the concatenated tokens, at positions
+  // kv->n_past() .. + n - 1, appended to *kv.
+  // Runs every chunk in one pass over the weights (row-wise ops over all rows; attention per
+  // sequence over its own cache). tokens: [sum n] I32; logits: [chunks.size(), vocab] F32 = the
+  // LAST row of each chunk. Advances each kv's n_past. Throws mmx::Error like forward() (nothing
+  // modified then) — every chunk is validated before any cache is touched. The chunks must tile
+  // [0, tokens.dim(0)) in order, each with n >= 1 and its own cache.
+  // The default loops over the chunks calling forward() (exact per-sequence semantics); families
+  // whose forward is row-wise (M2, M3) override it with the fused pass.
+  virtual void forward_multi(const Tensor& tokens, std::span<const SeqChunk> chunks, Tensor& logits);
 
   // Per-sequence memory for up to `capacity` tokens: K/V for softmax layers, a state for each
   // lightning layer, with state checkpoints every `checkpoint_every` tokens (newest
@@ -67,5 +80,14 @@ void validate_token_ids(const Tensor& tokens, int64_t vocab_size);
 // the cache's n_past(), fits its capacity, and `logits` is [n_logit_rows, vocab]. Throws.
 void check_forward_args(const ModelConfig& c, const ForwardBatch& batch, const KvCache& kv,
                         const Tensor& logits);
+
+// The same checks for Model::forward_multi: valid ids, chunks tiling the tokens in order with
+// n >= 1, non-null and pairwise distinct caches, each fitting its capacity, and `logits` is
+// [chunks.size(), vocab]. Throws.
+void check_forward_multi_args(const ModelConfig& c, const Tensor& tokens, std::span<const SeqChunk> chunks,
+                              const Tensor& logits);
+
+// positions[c.begin + i] = c.kv->n_past() + i for every chunk c. positions: [tokens] I32.
+void fill_chunk_positions(std::span<const SeqChunk> chunks, Tensor& positions);
 
 }  // namespace mmx

@@ -17,7 +17,7 @@ namespace mmx {
 
 namespace {
 
-enum Slot { kX = 0, kH, kBranch };
+enum Slot { kX = 0, kH, kBranch, kPositions };
 
 class MiniMaxM2 final : public Model {
  public:
@@ -29,19 +29,35 @@ class MiniMaxM2 final : public Model {
   const ModelConfig& config() const override { return cfg_; }
 
   void forward(const ForwardBatch& batch, KvCache& kv, Tensor& logits) override {
-    const int64_t n = batch.n_tokens(), d = cfg_.d_model;
     check_forward_args(cfg_, batch, kv, logits);
+    const SeqChunk one{0, batch.n_tokens(), &kv};
+    run(batch.tokens, {batch.positions, {&one, 1}}, batch.all_logits, logits);
+  }
 
+  void forward_multi(const Tensor& tokens, std::span<const SeqChunk> chunks, Tensor& logits) override {
+    check_forward_multi_args(cfg_, tokens, chunks, logits);
+    if (chunks.empty()) return;
+    Tensor positions = s_.i32(kPositions, {tokens.dim(0)});  // [n_rows] I32
+    fill_chunk_positions(chunks, positions);
+    run(tokens, {positions, chunks}, false, logits);
+  }
+
+ private:
+  // The one forward path: a single sequence is the one-chunk case. Row-wise ops over all rows;
+  // attention per chunk against its own cache. logits: every row (all_logits, one chunk only)
+  // or the last row of each chunk.
+  void run(const Tensor& tokens, const SeqRows& rows, bool all_logits, Tensor& logits) {
+    const int64_t n = tokens.dim(0), d = cfg_.d_model;
     Tensor x = s_.f32(kX, {n, d});       // [n, d_model] residual stream
     Tensor h = s_.f32(kH, {n, d});       // [n, d_model] normed branch input
     Tensor br = s_.f32(kBranch, {n, d}); // [n, d_model] branch output
-    ops::embedding(w_.embed, batch.tokens, x);
+    ops::embedding(w_.embed, tokens, x);
     trace(x, "embed");
     for (int il = 0; il < cfg_.n_layers; ++il) {
       const LayerWeights& lw = w_.layers[il];
       ops::rms_norm(x, lw.attn_norm, cfg_.norm_eps, h);
       trace(h, "attn_norm", il);
-      layers::attention_softmax(h, lw.attn, attn_, batch, kv, il, s_, br);
+      layers::attention_softmax(h, lw.attn, attn_, rows, il, s_, br);
       trace(br, "attn_out", il);
       ops::add(x, br);
       ops::rms_norm(x, lw.ffn_norm, cfg_.norm_eps, h);
@@ -51,12 +67,11 @@ class MiniMaxM2 final : public Model {
       ops::add(x, br);
       trace(x, "layer_out", il);
     }
-    kv.set_n_past(batch.pos0 + n);
+    for (const SeqChunk& c : rows.seqs) c.kv->set_n_past(c.kv->n_past() + c.n);
 
-    layers::lm_head(x, batch.all_logits, w_.final_norm, cfg_.norm_eps, w_.lm_head, s_, logits);
+    layers::lm_head(x, rows.seqs, all_logits, w_.final_norm, cfg_.norm_eps, w_.lm_head, s_, logits);
   }
 
- private:
   ModelConfig cfg_;
   ModelWeights w_;
   layers::AttentionParams attn_;

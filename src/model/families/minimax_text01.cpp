@@ -37,6 +37,11 @@ class MiniMaxText01 final : public Model {
 
   const ModelConfig& config() const override { return cfg_; }
 
+  // forward_multi: Text-01 / M1 keep Model's default (one forward() per chunk, so the weights
+  // stream once per sequence). A fused pass would have to split every sequence at its own
+  // lightning-checkpoint boundaries (forward() below) and run lightning attention per sequence
+  // over that sequence's state; not done yet.
+
   void forward(const ForwardBatch& batch, KvCache& kv, Tensor& logits) override {
     const int64_t n = batch.n_tokens();
     check_forward_args(cfg_, batch, kv, logits);
@@ -58,6 +63,8 @@ class MiniMaxText01 final : public Model {
   // One segment; logits == nullptr: no logits wanted for it.
   void run(const ForwardBatch& batch, KvCache& kv, Tensor* logits) {
     const int64_t n = batch.n_tokens(), d = cfg_.d_model;
+    const SeqChunk one{0, n, &kv};
+    const SeqRows rows{batch.positions, {&one, 1}};
     Tensor x = s_.f32(kX, {n, d});        // [n, d_model] residual stream
     Tensor h = s_.f32(kH, {n, d});        // [n, d_model] normed sub-layer input
     Tensor br = s_.f32(kBranch, {n, d});  // [n, d_model] branch output
@@ -72,7 +79,7 @@ class MiniMaxText01 final : public Model {
         Tensor state = kv.state(il);
         layers::attention_lightning(h, lw.lin, slopes_[il], lin_, state, il, s_, br);
       } else {
-        layers::attention_softmax(h, lw.attn, attn_, batch, kv, il, s_, br);
+        layers::attention_softmax(h, lw.attn, attn_, rows, il, s_, br);
       }
       trace(br, "attn_out", il);
       residual(x, h, br, lightning ? cfg_.res_lightning : cfg_.res_softmax);
@@ -86,7 +93,7 @@ class MiniMaxText01 final : public Model {
     kv.set_n_past(batch.pos0 + n);
     if (logits == nullptr) return;
 
-    layers::lm_head(x, batch.all_logits, w_.final_norm, cfg_.norm_eps, w_.lm_head, s_, *logits);
+    layers::lm_head(x, rows.seqs, batch.all_logits, w_.final_norm, cfg_.norm_eps, w_.lm_head, s_, *logits);
   }
 
   // x <- α·(postnorm ? normed : x) + β·branch. With postnorm the result is built in `normed`'s

@@ -1,6 +1,7 @@
 #include "model/families/registry.h"
 
 #include <algorithm>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -26,6 +27,52 @@ void check_forward_args(const ModelConfig& c, const ForwardBatch& batch, const K
     fail("context full: {} + {} tokens exceed the cache capacity {}", batch.pos0, n, kv.capacity());
   MMX_CHECK(logits.dim(0) == batch.n_logit_rows() && logits.dim(1) == c.vocab_size, "logits {}",
             logits.shape_str());
+}
+
+void check_forward_multi_args(const ModelConfig& c, const Tensor& tokens, std::span<const SeqChunk> chunks,
+                              const Tensor& logits) {
+  MMX_CHECK(tokens.ndim == 1, "tokens {}", tokens.shape_str());
+  validate_token_ids(tokens, c.vocab_size);
+  int64_t next = 0;
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const SeqChunk& ch = chunks[i];
+    if (ch.begin != next || ch.n < 1)
+      fail("chunk {} covers rows [{}, {}) but must start at row {} and hold >= 1 token", i, ch.begin,
+           ch.begin + ch.n, next);
+    if (ch.kv == nullptr) fail("chunk {} has no cache", i);
+    for (size_t j = 0; j < i; ++j)
+      if (chunks[j].kv == ch.kv) fail("chunks {} and {} share one cache", j, i);
+    if (ch.kv->n_past() + ch.n > ch.kv->capacity())
+      fail("context full: chunk {}: {} + {} tokens exceed the cache capacity {}", i, ch.kv->n_past(), ch.n,
+           ch.kv->capacity());
+    next = ch.begin + ch.n;
+  }
+  if (next != tokens.dim(0)) fail("chunks cover {} rows of {} tokens", next, tokens.dim(0));
+  MMX_CHECK(logits.ndim == 2 && logits.dim(0) == int64_t(chunks.size()) && logits.dim(1) == c.vocab_size,
+            "logits {} for {} chunks", logits.shape_str(), chunks.size());
+}
+
+void fill_chunk_positions(std::span<const SeqChunk> chunks, Tensor& positions) {
+  int32_t* p = positions.ptr<int32_t>();
+  for (const SeqChunk& ch : chunks)
+    for (int64_t i = 0; i < ch.n; ++i) p[ch.begin + i] = int32_t(ch.kv->n_past() + i);
+}
+
+// The exact per-sequence semantics: one forward() per chunk, after every chunk was validated.
+void Model::forward_multi(const Tensor& tokens, std::span<const SeqChunk> chunks, Tensor& logits) {
+  check_forward_multi_args(config(), tokens, chunks, logits);
+  std::vector<int32_t> pos(static_cast<size_t>(tokens.dim(0)));
+  Tensor positions(pos.data(), DType::kI32, {tokens.dim(0)});
+  fill_chunk_positions(chunks, positions);
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const SeqChunk& ch = chunks[i];
+    ForwardBatch b;
+    b.tokens = tokens.rows_range(ch.begin, ch.begin + ch.n);
+    b.positions = positions.rows_range(ch.begin, ch.begin + ch.n);
+    b.pos0 = ch.kv->n_past();
+    Tensor row = logits.rows_range(int64_t(i), int64_t(i) + 1);
+    forward(b, *ch.kv, row);
+  }
 }
 
 std::unique_ptr<Model> load_model(const std::string& dir, void (*progress)(int, int),

@@ -2,7 +2,9 @@
 // K/V written into the block-major paged cache; dense layers attend over every visible page,
 // sparse (MSA) layers first run the index branch (index q/k projections, norms, RoPE; the index
 // key is cached per token), select top-k blocks per GQA group, then attend only over those pages.
-// No kernels here — ops:: only.
+// Projections, norms and RoPE (main and index branch) run over all rows of the forward; the K/V
+// and index-key writes, the block selection and the attention run per sequence, against that
+// sequence's cache. No kernels here — ops:: only.
 #pragma once
 
 #include "memory/kv_cache.h"
@@ -21,10 +23,11 @@ struct MsaAttentionParams {
   int index_dim = 0, topk = 0;  // sparse layers; index heads == n_kv_heads
 };
 
-// h: [n_tokens, d_model] normed layer input; out: [n_tokens, d_model].
+// h: [n_rows, d_model] normed layer input (all sequences' rows); out: [n_rows, d_model].
+// rows: which rows belong to which sequence (and cache), and their positions.
 // sparse: run the MSA index branch + block-sparse attention (w.iq/w.ik set), else dense paged.
-// The cache's capacity is a multiple of p.page (Model::make_cache rounds it).
+// Each cache's page is p.page and its capacity a multiple of it (Model::make_cache rounds it).
 void attention_msa(const Tensor& h, const AttentionWeights& w, const MsaAttentionParams& p, bool sparse,
-                   const ForwardBatch& batch, KvCache& kv, int il, Scratch& scratch, Tensor& out);
+                   const SeqRows& rows, int il, Scratch& scratch, Tensor& out);
 
 }  // namespace mmx::layers

@@ -1,5 +1,7 @@
 // Softmax GQA attention layer: projections, optional whole-projection QK-norm, partial NeoX
 // RoPE, KV-cache write, causal attention, output projection. No kernels here — ops:: only.
+// Projections, norms and RoPE run over all rows of the forward (every sequence at once); the KV
+// write and the attention run per sequence, against that sequence's cache.
 #pragma once
 
 #include "memory/kv_cache.h"
@@ -19,10 +21,11 @@ struct AttentionParams {
 // The GQA parameters a config implies.
 AttentionParams attention_params(const ModelConfig& c);
 
-// h:   [n_tokens, d_model] normed layer input
-// out: [n_tokens, d_model]
-// Writes K/V of the new tokens into kv rows [batch.pos0, batch.pos0 + n_tokens).
+// h:    [n_rows, d_model] normed layer input (all sequences' rows)
+// rows: which rows belong to which sequence, and their positions
+// out:  [n_rows, d_model]
+// Writes K/V of chunk c's rows into c.kv at positions [c.kv->n_past(), + c.n).
 void attention_softmax(const Tensor& h, const AttentionWeights& w, const AttentionParams& p,
-                       const ForwardBatch& batch, KvCache& kv, int il, Scratch& scratch, Tensor& out);
+                       const SeqRows& rows, int il, Scratch& scratch, Tensor& out);
 
 }  // namespace mmx::layers

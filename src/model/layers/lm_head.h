@@ -1,14 +1,19 @@
-// The model head shared by every family: final RMSNorm of the rows that need logits (the last
-// token, or all of them), then the lm_head projection.
+// The model head shared by every family: final RMSNorm of the rows that need logits (every row,
+// or the last row of each sequence), then the lm_head projection.
 #pragma once
 
+#include <span>
+
+#include "model/forward_batch.h"
 #include "ops/ops.h"
 #include "tensor/scratch.h"
 
 namespace mmx::layers {
 
-// x: [n_tokens, d_model] residual stream; logits: [all_logits ? n_tokens : 1, vocab] F32.
-void lm_head(const Tensor& x, bool all_logits, const Tensor& final_norm, float eps,
-             const ops::Linear& lm_head, Scratch& scratch, Tensor& logits);
+// x: [n_rows, d_model] residual stream.
+// all_logits: logits [n_rows, vocab] F32 for every row; else [seqs.size(), vocab], row i for the
+// last row of seqs[i] (only those rows are normed and projected).
+void lm_head(const Tensor& x, std::span<const SeqChunk> seqs, bool all_logits, const Tensor& final_norm,
+             float eps, const ops::Linear& lm_head, Scratch& scratch, Tensor& logits);
 
 }  // namespace mmx::layers

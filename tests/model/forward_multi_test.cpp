@@ -1,0 +1,384 @@
+// Model::forward_multi (continuous batching's fused forward) on fresh seeded tiny checkpoints:
+// 8 sequences of mixed shapes (decode tokens, short and long prefill chunks, different n_past) in
+// one call == one forward() per sequence; caches advanced; the next decode identical; invalid
+// input (a bad token id in one chunk, a shared cache, a full cache, bad tiling) throws before any
+// cache is touched (a logits buffer of the wrong shape is a programming error: MMX_CHECK aborts).
+// M2 and M3 (MSA block 4, top-3: contexts of 40-70 tokens select 3 of 10-18 blocks, so the sparse
+// path is active) run the fused pass; Text-01 the default per-chunk loop.
+//
+// What equality holds (ops/ops.h, cpu/gemv.cpp, cpu/gemm.cpp): every row-wise op gives a row the
+// same bits whatever else is in the batch, EXCEPT that matmul switches kernel at n = 32 rows
+// (GEMV below, packed GEMM from there; each is row-independent but the two round differently).
+// Attention runs per sequence with the same op calls either way. So:
+//   * 8 decode tokens (8 rows, every matmul — MoE experts included — below 32 on both sides):
+//     bitwise equal, asserted exactly;
+//   * mixed lengths (100 rows): rows of short chunks go through GEMM fused but GEMV alone, and MoE
+//     experts see different row counts, so equal to rounding: kPathTol below;
+//   * Text-01 (the default loop): the very same forward() calls, bitwise equal.
+//
+// A disabled benchmark (no assertions) compares 8 fused decode sequences with 8 forward() calls:
+//   forward_multi_test --gtest_also_run_disabled_tests --gtest_filter='*Bench*'
+// (MMX_FM_BENCH_DIR=<checkpoint> benchmarks that checkpoint instead of the made-up shapes;
+// MMX_FM_BENCH_THREADS=<n> sets the op threads, 0 = all cores).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <ostream>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "base/error.h"
+#include "model/model.h"
+#include "model/tiny.h"
+#include "ops/ops.h"
+#include "testing/allclose.h"
+#include "testing/tiny_models.h"
+
+namespace mmx {
+namespace {
+
+// Same weights, fp32 on both sides; the paths differ in summation order only (GEMV vs GEMM).
+// Logits are O(1..10); measured differences are ~1e-6, so 1e-4 leaves ~100x headroom while a
+// wrong position, a foreign cache or a mixed-up row moves logits by >1e-2.
+constexpr testing::Tol kPathTol{1e-4, 1e-4, 1e-10};
+constexpr testing::Tol kExact{0, 0, 0};
+
+using testing::feed;
+using testing::random_ids;
+
+struct SeqSpec {
+  int64_t past, n;  // cached tokens before the fused step, tokens in it
+};
+
+// Decode tokens, short and long prefill chunks (33 and 40 rows: GEMM alone too), different n_past.
+const std::vector<SeqSpec> kMixed = {{37, 1}, {0, 5}, {12, 1}, {0, 40}, {50, 3}, {20, 33}, {64, 1}, {5, 16}};
+// Eight decode tokens at different context lengths (M3: 1 .. 61 keys, sparse from 13 on).
+const std::vector<SeqSpec> kDecode = {{3, 1}, {17, 1}, {40, 1}, {0, 1}, {25, 1}, {60, 1}, {8, 1}, {33, 1}};
+
+constexpr int64_t kCapacity = 96;
+
+// Two identical sets of sequences: `a` takes the fused step, `b` one forward() per sequence.
+struct Fixture {
+  std::unique_ptr<Model> model;
+  std::vector<SeqSpec> specs;
+  std::vector<std::vector<int32_t>> ids;  // per sequence: past + n + 2 tokens
+  std::vector<KvCache> a, b;
+
+  Fixture(const std::string& dir, const std::vector<SeqSpec>& s, uint64_t seed) : model(load_model(dir)), specs(s) {
+    const int vocab = int(model->config().vocab_size);
+    for (size_t i = 0; i < specs.size(); ++i) {
+      ids.push_back(random_ids(int(specs[i].past + specs[i].n + 2), vocab, seed * 100 + i));
+      // Text-01: a state checkpoint every 16 tokens, so the per-chunk forwards split there.
+      a.push_back(model->make_cache(kCapacity, 16));
+      b.push_back(model->make_cache(kCapacity, 16));
+      if (specs[i].past > 0) {
+        feed(*model, a.back(), ids[i], 0, specs[i].past);
+        feed(*model, b.back(), ids[i], 0, specs[i].past);
+      }
+    }
+  }
+
+  // The concatenated tokens of the fused step and its chunks over caches `a`.
+  std::vector<int32_t> step_tokens(std::vector<SeqChunk>& chunks) {
+    std::vector<int32_t> tok;
+    chunks.clear();
+    for (size_t i = 0; i < specs.size(); ++i) {
+      chunks.push_back({int64_t(tok.size()), specs[i].n, &a[i]});
+      tok.insert(tok.end(), ids[i].begin() + specs[i].past, ids[i].begin() + specs[i].past + specs[i].n);
+    }
+    return tok;
+  }
+
+  Buffer fused_step() {
+    std::vector<SeqChunk> chunks;
+    std::vector<int32_t> tok = step_tokens(chunks);
+    Buffer logits(DType::kF32, {int64_t(chunks.size()), model->config().vocab_size});
+    Tensor lt = logits.t();
+    model->forward_multi(Tensor(tok.data(), DType::kI32, {int64_t(tok.size())}), chunks, lt);
+    return logits;
+  }
+
+  // Sequence i's step through forward() on cache b[i], logits of its last token only (as the
+  // engine asks for them): [1, vocab].
+  Buffer single_step(size_t i) {
+    const SeqSpec& s = specs[i];
+    std::vector<int32_t> tok(ids[i].begin() + s.past, ids[i].begin() + s.past + s.n), pos(static_cast<size_t>(s.n));
+    for (int64_t t = 0; t < s.n; ++t) pos[size_t(t)] = int32_t(s.past + t);
+    ForwardBatch fb;
+    fb.tokens = Tensor(tok.data(), DType::kI32, {s.n});
+    fb.positions = Tensor(pos.data(), DType::kI32, {s.n});
+    fb.pos0 = s.past;
+    Buffer last(DType::kF32, {1, model->config().vocab_size});
+    Tensor lt = last.t();
+    model->forward(fb, b[i], lt);
+    return last;
+  }
+};
+
+double max_abs_diff(const Tensor& x, const Tensor& y) {
+  double m = 0;
+  for (int64_t i = 0; i < x.numel(); ++i) m = std::max(m, double(std::abs(x.f32()[i] - y.f32()[i])));
+  return m;
+}
+
+// Fused step == per-sequence steps (tol); n_past advanced; then one more decode token per
+// sequence through forward() on both sets of caches gives the same logits (tol).
+void check_fused_equals_single(const std::string& dir, const std::vector<SeqSpec>& specs, testing::Tol tol,
+                               uint64_t seed) {
+  Fixture f(dir, specs, seed);
+  const Buffer fused = f.fused_step();
+  double worst = 0;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    SCOPED_TRACE(fmt::format("sequence {} (past {}, n {})", i, specs[i].past, specs[i].n));
+    const Buffer one = f.single_step(i);
+    const Tensor row = fused.t().rows_range(int64_t(i), int64_t(i) + 1);
+    EXPECT_ALLCLOSE(row, one.t(), tol);
+    worst = std::max(worst, max_abs_diff(row, one.t()));
+    EXPECT_EQ(f.a[i].n_past(), specs[i].past + specs[i].n);
+    EXPECT_EQ(f.b[i].n_past(), specs[i].past + specs[i].n);
+  }
+  // The caches the fused step wrote serve the next decode like the per-sequence ones.
+  for (size_t i = 0; i < specs.size(); ++i) {
+    SCOPED_TRACE(fmt::format("next decode, sequence {}", i));
+    const int64_t p = specs[i].past + specs[i].n;
+    const Buffer na = feed(*f.model, f.a[i], f.ids[i], p, p + 1);
+    const Buffer nb = feed(*f.model, f.b[i], f.ids[i], p, p + 1);
+    EXPECT_ALLCLOSE(na.t(), nb.t(), tol);
+    worst = std::max(worst, max_abs_diff(na.t(), nb.t()));
+    EXPECT_EQ(f.a[i].n_past(), p + 1);
+  }
+  std::printf("[ info ] %s: %zu sequences, max |fused - single| = %.3g\n", dir.c_str(), specs.size(), worst);
+}
+
+// The bytes of everything a forward may write in a cache: K/V (+ index keys) pages of the
+// attention layers, lightning states, and n_past.
+std::vector<uint8_t> cache_bytes(const KvCache& kv) {
+  std::vector<uint8_t> out;
+  auto put = [&out](const Tensor& t) {
+    const auto* p = static_cast<const uint8_t*>(t.data);
+    out.insert(out.end(), p, p + t.size_bytes());
+  };
+  for (int il = 0; il < kv.n_layers(); ++il) {
+    if (kv.spec(il).kind == LayerCacheSpec::kLinearState) {
+      put(kv.state(il));
+    } else {
+      put(kv.k_pages(il));
+      put(kv.v_pages(il));
+      if (kv.spec(il).index_dim > 0) put(kv.ik_pages(il));
+    }
+  }
+  const int64_t n = kv.n_past();
+  const auto* np = reinterpret_cast<const uint8_t*>(&n);
+  out.insert(out.end(), np, np + sizeof(n));
+  return out;
+}
+
+// Each invalid call throws mmx::Error and leaves every cache byte-identical.
+void check_errors_modify_nothing(const std::string& dir) {
+  Fixture f(dir, kMixed, 7);
+  std::vector<std::vector<uint8_t>> before;
+  for (const KvCache& kv : f.a) before.push_back(cache_bytes(kv));
+  std::vector<SeqChunk> chunks;
+  std::vector<int32_t> tok = f.step_tokens(chunks);
+  const int64_t vocab = f.model->config().vocab_size;
+  Buffer logits(DType::kF32, {int64_t(chunks.size()), vocab});
+  Tensor lt = logits.t();
+  auto run = [&](std::vector<int32_t> t, std::vector<SeqChunk> c) {
+    f.model->forward_multi(Tensor(t.data(), DType::kI32, {int64_t(t.size())}), c, lt);
+  };
+  auto unchanged = [&](const char* what) {
+    for (size_t i = 0; i < f.a.size(); ++i)
+      EXPECT_TRUE(cache_bytes(f.a[i]) == before[i]) << what << ": cache " << i << " was modified";
+  };
+
+  {  // an invalid token id in the LAST chunk: earlier chunks must not have run
+    std::vector<int32_t> t = tok;
+    t.back() = int32_t(vocab);
+    EXPECT_THROW(run(t, chunks), Error);
+    unchanged("bad token id");
+    t.back() = -1;
+    EXPECT_THROW(run(t, chunks), Error);
+    unchanged("negative token id");
+  }
+  {  // two chunks on one cache
+    std::vector<SeqChunk> c = chunks;
+    c[5].kv = c[2].kv;
+    EXPECT_THROW(run(tok, c), Error);
+    unchanged("shared cache");
+  }
+  {  // a middle chunk (40 tokens) overflows its cache (capacity 8, at most one 16-token page)
+    KvCache small = f.model->make_cache(8);
+    std::vector<SeqChunk> c = chunks;
+    c[3].kv = &small;
+    EXPECT_THROW(run(tok, c), Error);
+    unchanged("full cache");
+    EXPECT_EQ(small.n_past(), 0);
+  }
+  {  // chunks that do not tile the tokens
+    std::vector<SeqChunk> c = chunks;
+    c.back().n -= 1;
+    EXPECT_THROW(run(tok, c), Error);
+    c = chunks;
+    c[3].begin += 1;
+    EXPECT_THROW(run(tok, c), Error);
+    unchanged("bad tiling");
+  }
+  // And the caches still work: a valid fused step afterwards == the per-sequence steps.
+  const Buffer fused = f.fused_step();
+  for (size_t i = 0; i < kMixed.size(); ++i)
+    EXPECT_ALLCLOSE(fused.t().rows_range(int64_t(i), int64_t(i) + 1), f.single_step(i).t(), kPathTol) << i;
+}
+
+// ---- per family ----------------------------------------------------------------------------
+
+struct Case {
+  std::string arch, dtype;
+};
+std::string case_name(const ::testing::TestParamInfo<Case>& i) { return i.param.arch + "_" + i.param.dtype; }
+void PrintTo(const Case& c, std::ostream* os) { *os << c.arch << " " << c.dtype; }
+
+class ForwardMulti : public ::testing::TestWithParam<Case> {
+ protected:
+  std::string dir() const { return testing::tiny_dir(GetParam().arch, GetParam().dtype, 31); }
+  bool fused() const { return !tiny_is_text01(GetParam().arch); }
+};
+
+TEST_P(ForwardMulti, MixedLengthsEqualPerSequenceForwards) {
+  // Text-01 runs the default loop: the same forward() calls, so the same bits.
+  check_fused_equals_single(dir(), kMixed, fused() ? kPathTol : kExact, 1);
+}
+
+TEST_P(ForwardMulti, EightDecodeTokensAreBitwiseEqual) {
+  check_fused_equals_single(dir(), kDecode, kExact, 2);
+}
+
+TEST_P(ForwardMulti, ErrorsModifyNoCache) { check_errors_modify_nothing(dir()); }
+
+// One chunk through forward_multi == forward() without all_logits (the last row), bitwise.
+TEST_P(ForwardMulti, OneChunkEqualsForward) {
+  Fixture f(dir(), {{20, 12}}, 3);
+  const Buffer fused = f.fused_step();
+  EXPECT_ALLCLOSE(fused.t(), f.single_step(0).t(), kExact);
+}
+
+TEST_P(ForwardMulti, NoChunksIsANoOp) {
+  auto model = load_model(dir());
+  Buffer logits(DType::kF32, {0, model->config().vocab_size});
+  Tensor lt = logits.t();
+  int32_t none = 0;
+  model->forward_multi(Tensor(&none, DType::kI32, {0}), {}, lt);
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, ForwardMulti,
+                         ::testing::Values(Case{"minimax_m2", "f32"}, Case{"minimax_m2", "bf16"},
+                                           Case{"minimax_m2", "fp8"}, Case{"minimax_m3", "f32"},
+                                           Case{"minimax_m3", "mxfp8"}, Case{"minimax_text01", "f32"}),
+                         case_name);
+
+// M3: the fused step really exercises sparse selection (contexts beyond K·B = 12 keys).
+TEST(ForwardMultiM3, SparseSelectionIsActive) {
+  auto model = load_model(testing::tiny_dir("minimax_m3", "f32", 31));
+  const ModelConfig& c = model->config();
+  ASSERT_GT(c.count_layers(LayerKind::kSparse), 0);
+  const int64_t kb = int64_t(c.msa.topk) * c.msa.block;
+  int beyond = 0;
+  for (const SeqSpec& s : kMixed) beyond += s.past + s.n > kb;
+  EXPECT_GE(beyond, 5);
+}
+
+// ---- benchmark (disabled; prints, asserts nothing) ------------------------------------------
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+void bench_decode(const std::string& dir, const std::string& label) {
+  auto model = load_model(dir);
+  const int64_t vocab = model->config().vocab_size;
+  constexpr int kSeqs = 8, kPast = 64, kSteps = 20, kRuns = 5;
+  std::vector<KvCache> caches;
+  std::vector<std::vector<int32_t>> ids;
+  for (int i = 0; i < kSeqs; ++i) {
+    ids.push_back(random_ids(kPast + kSteps, int(vocab), 500 + uint64_t(i)));
+    caches.push_back(model->make_cache(kPast + kSteps));
+    feed(*model, caches.back(), ids.back(), 0, kPast);
+  }
+  Buffer logits(DType::kF32, {kSeqs, vocab}), one(DType::kF32, {1, vocab});
+  std::vector<int32_t> tok(kSeqs), pos(1);
+  auto fused_run = [&] {
+    for (int s = 0; s < kSteps; ++s) {
+      std::vector<SeqChunk> chunks;
+      for (int i = 0; i < kSeqs; ++i) {
+        tok[size_t(i)] = ids[size_t(i)][size_t(kPast + s)];
+        chunks.push_back({i, 1, &caches[size_t(i)]});
+      }
+      Tensor lt = logits.t();
+      model->forward_multi(Tensor(tok.data(), DType::kI32, {kSeqs}), chunks, lt);
+    }
+  };
+  auto separate_run = [&] {
+    for (int s = 0; s < kSteps; ++s)
+      for (int i = 0; i < kSeqs; ++i) {
+        tok[0] = ids[size_t(i)][size_t(kPast + s)];
+        pos[0] = int32_t(kPast + s);
+        ForwardBatch b;
+        b.tokens = Tensor(tok.data(), DType::kI32, {1});
+        b.positions = Tensor(pos.data(), DType::kI32, {1});
+        b.pos0 = kPast + s;
+        Tensor lt = one.t();
+        model->forward(b, caches[size_t(i)], lt);
+      }
+  };
+  auto tokens_per_s = [&](const std::function<void()>& fn) {
+    for (KvCache& kv : caches) kv.set_n_past(kPast);
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return double(kSeqs) * kSteps / s;
+  };
+  tokens_per_s(fused_run);  // warm-up (scratch growth, page faults)
+  tokens_per_s(separate_run);
+  std::vector<double> fused, separate;
+  for (int r = 0; r < kRuns; ++r) {
+    fused.push_back(tokens_per_s(fused_run));
+    separate.push_back(tokens_per_s(separate_run));
+  }
+  std::printf("[ bench ] %s: %d sequences x %d decode steps at context %d, %d threads: fused %.1f tok/s, "
+              "separate %.1f tok/s (median of %d), speed-up %.2fx\n",
+              label.c_str(), kSeqs, kSteps, kPast, ops::n_threads(), median(fused), median(separate), kRuns,
+              median(fused) / median(separate));
+}
+
+TEST(ForwardMultiBench, DISABLED_DecodeFusedVsSeparate) {
+  if (const char* t = std::getenv("MMX_FM_BENCH_THREADS")) ops::set_n_threads(std::atoi(t));
+  if (const char* d = std::getenv("MMX_FM_BENCH_DIR")) {
+    bench_decode(d, d);
+    return;
+  }
+  bench_decode(testing::tiny_dir("minimax_m2", "bf16", 41), "tiny M2 bf16 (d 64, 4 layers, 8 experts)");
+  // A bigger synthetic M2: d 1024, 8 layers, 16 experts of 512 (top-4), vocab 32000, bf16 (~0.5 GB).
+  bench_decode(testing::tiny_dir("minimax_m2", "bf16", 42, "_big",
+                                 [](TinyOptions& o) {
+                                   o.synthetic = true;
+                                   o.n_layers = 8;
+                                   o.d_model = 1024;
+                                   o.n_heads = 16;
+                                   o.n_kv_heads = 4;
+                                   o.head_dim = 64;
+                                   o.rotary_dim = 32;
+                                   o.ffn_dim = 512;
+                                   o.n_experts = 16;
+                                   o.n_experts_active = 4;
+                                   o.vocab_size = 32000;
+                                 }),
+               "synthetic M2 bf16 (d 1024, 8 layers, 16 experts of 512, top-4, vocab 32000)");
+}
+
+}  // namespace
+}  // namespace mmx

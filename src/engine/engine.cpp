@@ -211,21 +211,25 @@ std::vector<Engine::Item> Engine::schedule() {
   return batch;
 }
 
+// One fused forward over every scheduled chunk (the weights are read once per step), then each
+// sequence commits its new full pages and, when its pending tokens are all in, samples.
 void Engine::run(const std::vector<Item>& batch) {
-  const int64_t V = model_.config().vocab_size;
-  Buffer logits(DType::kF32, {1, V});
+  if (batch.empty()) return;
+  std::vector<int32_t> tokens;
+  std::vector<SeqChunk> chunks;
   for (const Item& it : batch) {
-    Req& r = *it.r;
+    const Req& r = *it.r;
     const int64_t p0 = r.mem.n_past();
-    std::vector<int32_t> pos(static_cast<size_t>(it.n));
-    for (int64_t i = 0; i < it.n; ++i) pos[size_t(i)] = int32_t(p0 + i);
-    ForwardBatch fb;
-    fb.tokens = Tensor(r.tokens.data() + p0, DType::kI32, {it.n});
-    fb.positions = Tensor(pos.data(), DType::kI32, {it.n});
-    fb.pos0 = p0;
-    model_.forward(fb, *r.mem.kv, logits.t());
+    chunks.push_back({int64_t(tokens.size()), it.n, r.mem.kv.get()});
+    tokens.insert(tokens.end(), r.tokens.begin() + p0, r.tokens.begin() + p0 + it.n);
+  }
+  const int64_t V = model_.config().vocab_size;
+  Buffer logits(DType::kF32, {int64_t(batch.size()), V});  // the last row of each chunk
+  model_.forward_multi(Tensor(tokens.data(), DType::kI32, {int64_t(tokens.size())}), chunks, logits.t());
+  for (size_t i = 0; i < batch.size(); ++i) {
+    Req& r = *batch[i].r;
     mem_->commit(r.mem, r.tokens);
-    if (r.pending() == 0) sample(r, logits.f32());
+    if (r.pending() == 0) sample(r, logits.f32() + int64_t(i) * V);
   }
 }
 

@@ -11,7 +11,7 @@
 //             releases its pages and waits at the front of the queue to be recomputed (its
 //             tokens so far become its prompt; its committed blocks usually come back as a
 //             prefix-cache hit);
-//   run:      the scheduled chunks as model forwards;
+//   run:      one fused Model::forward_multi over every scheduled chunk (weights read once);
 //   sample:   the sequence's seeded Sampler over its last logits row; logprobs from log-softmax;
 //   emit:     kToken events; kDone on a stop id, max_tokens or the context limit.
 // HTTP threads only touch the inbox and the cancel set (under mu_); everything else belongs to

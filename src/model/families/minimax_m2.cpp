@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "model/families/registry.h"
+#include "model/families/rowwise_model.h"
 #include "model/layers/lm_head.h"
 #include "model/layers/attention_softmax.h"
 #include "model/layers/moe.h"
@@ -17,9 +18,9 @@ namespace mmx {
 
 namespace {
 
-enum Slot { kX = 0, kH, kBranch, kPositions };
+enum Slot { kX = 0, kH, kBranch };
 
-class MiniMaxM2 final : public Model {
+class MiniMaxM2 final : public RowwiseModel {
  public:
   MiniMaxM2(ModelConfig cfg, ModelWeights w) : cfg_(std::move(cfg)), w_(std::move(w)) {
     attn_ = layers::attention_params(cfg_);
@@ -28,25 +29,11 @@ class MiniMaxM2 final : public Model {
 
   const ModelConfig& config() const override { return cfg_; }
 
-  void forward(const ForwardBatch& batch, KvCache& kv, Tensor& logits) override {
-    check_forward_args(cfg_, batch, kv, logits);
-    const SeqChunk one{0, batch.n_tokens(), &kv};
-    run(batch.tokens, {batch.positions, {&one, 1}}, batch.all_logits, logits);
-  }
-
-  void forward_multi(const Tensor& tokens, std::span<const SeqChunk> chunks, Tensor& logits) override {
-    check_forward_multi_args(cfg_, tokens, chunks, logits);
-    if (chunks.empty()) return;
-    Tensor positions = s_.i32(kPositions, {tokens.dim(0)});  // [n_rows] I32
-    fill_chunk_positions(chunks, positions);
-    run(tokens, {positions, chunks}, false, logits);
-  }
-
  private:
   // The one forward path: a single sequence is the one-chunk case. Row-wise ops over all rows;
   // attention per chunk against its own cache. logits: every row (all_logits, one chunk only)
   // or the last row of each chunk.
-  void run(const Tensor& tokens, const SeqRows& rows, bool all_logits, Tensor& logits) {
+  void run(const Tensor& tokens, const SeqRows& rows, bool all_logits, Tensor& logits) override {
     const int64_t n = tokens.dim(0), d = cfg_.d_model;
     Tensor x = s_.f32(kX, {n, d});       // [n, d_model] residual stream
     Tensor h = s_.f32(kH, {n, d});       // [n, d_model] normed branch input

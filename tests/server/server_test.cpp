@@ -474,15 +474,25 @@ TEST_F(ServerTest, QueueFullIs429) {
   EXPECT_EQ(r["error"]["type"], "rate_limit_error");
 }
 
-// Raw socket: send a streaming request, read the first bytes, hang up.
-void stream_and_hang_up(int port, const std::string& body) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(fd, 0);
+// A TCP connection to 127.0.0.1:port (-1 on failure).
+int connect_loopback(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(uint16_t(port));
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Raw socket: send a streaming request, read the first bytes, hang up.
+void stream_and_hang_up(int port, const std::string& body) {
+  const int fd = connect_loopback(port);
+  ASSERT_GE(fd, 0);
   const std::string req = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                           "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
   ASSERT_EQ(send(fd, req.data(), req.size(), 0), ssize_t(req.size()));
@@ -500,13 +510,8 @@ TEST_F(ServerTest, ConnectionBurstIsAnswered) {
   start();
   std::vector<int> fds;
   for (int i = 0; i < 200; ++i) {
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    const int fd = connect_loopback(port);
     ASSERT_GE(fd, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(uint16_t(port));
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
     const std::string req = "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
     ASSERT_EQ(send(fd, req.data(), req.size(), 0), ssize_t(req.size()));
     fds.push_back(fd);

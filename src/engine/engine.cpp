@@ -202,7 +202,10 @@ std::vector<Engine::Item> Engine::schedule() {
     for (Req* r : order) {
       if (budget <= 0) break;
       if ((r->pending() == 1) != decodes || !r->mem.kv) continue;  // (preempted in this loop)
-      int64_t n = std::min(budget, r->pending());
+      // A chunk ends at the next lightning-state checkpoint (none without lightning layers), so
+      // the fused forward never has to split a sequence.
+      const KvCache& kv = *r->mem.kv;
+      int64_t n = std::min({budget, r->pending(), kv.next_checkpoint(kv.n_past()) - kv.n_past()});
       if (!make_room(*r, n, batch)) continue;
       batch.push_back({r, n});
       budget -= n;

@@ -3,8 +3,9 @@
 // one call == one forward() per sequence; caches advanced; the next decode identical; invalid
 // input (a bad token id in one chunk, a shared cache, a full cache, bad tiling) throws before any
 // cache is touched (a logits buffer of the wrong shape is a programming error: MMX_CHECK aborts).
-// M2 and M3 (MSA block 4, top-3: contexts of 40-70 tokens select 3 of 10-18 blocks, so the sparse
-// path is active) run the fused pass; Text-01 the default per-chunk loop.
+// M2, M3 (MSA block 4, top-3: contexts of 40-70 tokens select 3 of 10-18 blocks, so the sparse
+// path is active) and Text-01 (lightning recurrence per sequence) run the fused pass; a step in
+// which a chunk crosses a lightning-state checkpoint falls back to one forward() per chunk.
 //
 // What equality holds (ops/ops.h, cpu/gemv.cpp, cpu/gemm.cpp): every row-wise op gives a row the
 // same bits whatever else is in the batch, EXCEPT that matmul switches kernel at n = 32 rows
@@ -14,7 +15,9 @@
 //     bitwise equal, asserted exactly;
 //   * mixed lengths (100 rows): rows of short chunks go through GEMM fused but GEMV alone, and MoE
 //     experts see different row counts, so equal to rounding: kPathTol below;
-//   * Text-01 (the default loop): the very same forward() calls, bitwise equal.
+//   * Text-01 with kMixed (checkpoints every 16 tokens: chunks cross them): the per-chunk
+//     fallback, the very same forward() calls; kWithinCheckpoints runs fused (kPathTol) and saves
+//     the checkpoints where chunks end on them.
 //
 // A disabled benchmark (no assertions) compares 8 fused decode sequences with 8 forward() calls:
 //   forward_multi_test --gtest_also_run_disabled_tests --gtest_filter='*Bench*'
@@ -245,7 +248,7 @@ void PrintTo(const Case& c, std::ostream* os) { *os << c.arch << " " << c.dtype;
 class ForwardMulti : public ::testing::TestWithParam<Case> {
  protected:
   std::string dir() const { return testing::tiny_dir(GetParam().arch, GetParam().dtype, 31); }
-  bool fused() const { return !tiny_is_text01(GetParam().arch); }
+  bool fused() const { return !tiny_is_text01(GetParam().arch); }  // for kMixed
 };
 
 TEST_P(ForwardMulti, MixedLengthsEqualPerSequenceForwards) {
@@ -258,6 +261,22 @@ TEST_P(ForwardMulti, EightDecodeTokensAreBitwiseEqual) {
 }
 
 TEST_P(ForwardMulti, ErrorsModifyNoCache) { check_errors_modify_nothing(dir()); }
+
+// Text-01: no chunk crosses a checkpoint (every 16), so the lightning layers run fused; the
+// chunks ending at 32 and 16 leave a checkpoint there, like the per-sequence forwards do.
+TEST(ForwardMultiText01, FusedWithinCheckpointsSavesThem) {
+  const std::vector<SeqSpec> within = {{37, 1}, {0, 5}, {16, 16}, {50, 3}, {20, 12}, {64, 1}, {5, 11}, {0, 16}};
+  const std::string dir = testing::tiny_dir("minimax_text01", "f32", 31);
+  check_fused_equals_single(dir, within, kPathTol, 4);
+  Fixture f(dir, within, 5);
+  f.fused_step();
+  for (size_t i = 0; i < within.size(); ++i) {
+    f.single_step(i);
+    EXPECT_EQ(f.a[i].checkpoint_positions(), f.b[i].checkpoint_positions()) << "sequence " << i;
+  }
+  EXPECT_EQ(f.a[2].checkpoint_positions().back(), 32);
+  EXPECT_EQ(f.a[7].checkpoint_positions().back(), 16);
+}
 
 // One chunk through forward_multi == forward() without all_logits (the last row), bitwise.
 TEST_P(ForwardMulti, OneChunkEqualsForward) {

@@ -4,9 +4,11 @@
 //   x = α·n1 + β·a          (postnorm: the normed value is carried; else α·x + β·a)
 //   x = α·n2 + β·MoE(n2)
 //   logits = lm_head(RMSNorm_final(x))
-// A forward is split where the cache wants a lightning-state checkpoint (memory/kv_cache.h), so
-// prefix resume and rollback land on exact states. This file composes layers and ops only.
+// Lightning attention runs per sequence over its own state; everything else row-wise over the
+// fused batch. Forwards are split at lightning-state checkpoints by RowwiseModel
+// (families/rowwise_model.h). This file composes layers and ops only.
 #include "model/families/registry.h"
+#include "model/families/rowwise_model.h"
 #include "model/layers/lm_head.h"
 #include "model/layers/attention_lightning.h"
 #include "model/layers/attention_softmax.h"
@@ -20,7 +22,7 @@ namespace {
 
 enum Slot { kX = 0, kH, kBranch };
 
-class MiniMaxText01 final : public Model {
+class MiniMaxText01 final : public RowwiseModel {
  public:
   MiniMaxText01(ModelConfig cfg, ModelWeights w) : cfg_(std::move(cfg)), w_(std::move(w)) {
     attn_ = layers::attention_params(cfg_);  // no QK-norm: the config refuses it for Text-01
@@ -37,50 +39,21 @@ class MiniMaxText01 final : public Model {
 
   const ModelConfig& config() const override { return cfg_; }
 
-  // forward_multi: Text-01 / M1 keep Model's default (one forward() per chunk, so the weights
-  // stream once per sequence). A fused pass would have to split every sequence at its own
-  // lightning-checkpoint boundaries (forward() below) and run lightning attention per sequence
-  // over that sequence's state; not done yet.
-
-  void forward(const ForwardBatch& batch, KvCache& kv, Tensor& logits) override {
-    const int64_t n = batch.n_tokens();
-    check_forward_args(cfg_, batch, kv, logits);
-    for (int64_t done = 0; done < n;) {
-      const int64_t end = std::min(n, kv.next_checkpoint(batch.pos0 + done) - batch.pos0);
-      ForwardBatch seg;
-      seg.tokens = batch.tokens.rows_range(done, end);
-      seg.positions = batch.positions.rows_range(done, end);
-      seg.pos0 = batch.pos0 + done;
-      seg.all_logits = batch.all_logits;
-      Tensor seg_logits = batch.all_logits ? logits.rows_range(done, end) : logits;
-      run(seg, kv, end == n || batch.all_logits ? &seg_logits : nullptr);
-      if (kv.checkpoint_every() > 0 && kv.n_past() % kv.checkpoint_every() == 0) kv.save_checkpoint();
-      done = end;
-    }
-  }
-
  private:
-  // One segment; logits == nullptr: no logits wanted for it.
-  void run(const ForwardBatch& batch, KvCache& kv, Tensor* logits) {
-    const int64_t n = batch.n_tokens(), d = cfg_.d_model;
-    const SeqChunk one{0, n, &kv};
-    const SeqRows rows{batch.positions, {&one, 1}};
+  void run(const Tensor& tokens, const SeqRows& rows, bool all_logits, Tensor* logits) override {
+    const int64_t n = tokens.dim(0), d = cfg_.d_model;
     Tensor x = s_.f32(kX, {n, d});        // [n, d_model] residual stream
     Tensor h = s_.f32(kH, {n, d});        // [n, d_model] normed sub-layer input
     Tensor br = s_.f32(kBranch, {n, d});  // [n, d_model] branch output
-    ops::embedding(w_.embed, batch.tokens, x);
+    ops::embedding(w_.embed, tokens, x);
     trace(x, "embed");
     for (int il = 0; il < cfg_.n_layers; ++il) {
       const LayerWeights& lw = w_.layers[il];
       ops::rms_norm(x, lw.attn_norm, cfg_.norm_eps, h);
       trace(h, "attn_norm", il);
       const bool lightning = cfg_.layer_kinds[il] == LayerKind::kLightning;
-      if (lightning) {
-        Tensor state = kv.state(il);
-        layers::attention_lightning(h, lw.lin, slopes_[il], lin_, state, il, s_, br);
-      } else {
-        layers::attention_softmax(h, lw.attn, attn_, rows, il, s_, br);
-      }
+      if (lightning) layers::attention_lightning(h, lw.lin, slopes_[il], lin_, rows, il, s_, br);
+      else layers::attention_softmax(h, lw.attn, attn_, rows, il, s_, br);
       trace(br, "attn_out", il);
       residual(x, h, br, lightning ? cfg_.res_lightning : cfg_.res_softmax);
       ops::rms_norm(x, lw.ffn_norm, cfg_.norm_eps, h);
@@ -90,10 +63,10 @@ class MiniMaxText01 final : public Model {
       residual(x, h, br, cfg_.res_mlp);
       trace(x, "layer_out", il);
     }
-    kv.set_n_past(batch.pos0 + n);
+    for (const SeqChunk& c : rows.seqs) c.kv->set_n_past(c.kv->n_past() + c.n);
     if (logits == nullptr) return;
 
-    layers::lm_head(x, rows.seqs, batch.all_logits, w_.final_norm, cfg_.norm_eps, w_.lm_head, s_, *logits);
+    layers::lm_head(x, rows.seqs, all_logits, w_.final_norm, cfg_.norm_eps, w_.lm_head, s_, *logits);
   }
 
   // x <- α·(postnorm ? normed : x) + β·branch. With postnorm the result is built in `normed`'s

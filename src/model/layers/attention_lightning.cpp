@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "memory/kv_cache.h"
 #include "model/trace.h"
 #include "ops/ops.h"
 
@@ -20,7 +21,7 @@ Buffer lightning_slopes(int n_heads, int il, int n_layers) {
 }
 
 void attention_lightning(const Tensor& h, const LightningWeights& w, const Tensor& slopes,
-                         const LightningParams& p, Tensor& state, int il, Scratch& s, Tensor& out) {
+                         const LightningParams& p, const SeqRows& rows, int il, Scratch& s, Tensor& out) {
   const int64_t n = h.dim(0), qd = int64_t(p.n_heads) * p.head_dim;
   Tensor qkv = s.f32(kQkv, {n, 3 * qd});  // [n, n_heads * 3 * head_dim], per head [q | k | v]
   ops::matmul(h, w.qkv, qkv);
@@ -28,7 +29,12 @@ void attention_lightning(const Tensor& h, const LightningWeights& w, const Tenso
   trace(qkv, "lin_qkv", il);
 
   Tensor attn = s.f32(kAttn, {n, p.n_heads, p.head_dim});  // [n, n_heads, head_dim]
-  ops::lightning_attention(qkv.reshape({n, p.n_heads, 3, p.head_dim}), slopes, p.block, state, attn);
+  for (const SeqChunk& c : rows.seqs) {  // the recurrence: per sequence, over its own state
+    Tensor state = c.kv->state(il);
+    Tensor out_c = attn.rows_range(c.begin, c.begin + c.n);
+    ops::lightning_attention(qkv.rows_range(c.begin, c.begin + c.n).reshape({c.n, p.n_heads, 3, p.head_dim}),
+                             slopes, p.block, state, out_c);
+  }
   Tensor a = attn.reshape({n, qd});  // [n, q_dim], heads concatenated
   trace(a, "lin_attn", il);
   ops::rms_norm(a, w.norm, p.norm_eps, a);  // one statistic over all heads jointly

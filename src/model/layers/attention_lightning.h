@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "model/forward_batch.h"
 #include "model/weights.h"
 #include "tensor/scratch.h"
 
@@ -21,12 +22,12 @@ struct LightningParams {
 // H must be a power of two (config refuses others). Returns [n_heads] F32.
 Buffer lightning_slopes(int n_heads, int il, int n_layers);
 
-// h:      [n_tokens, d_model] normed layer input (n1)
+// h:      [n_tokens, d_model] normed layer input (n1), the rows of every chunk of `rows`
 // slopes: [n_heads] F32 from lightning_slopes
-// state:  [n_heads, head_dim, head_dim] F32, the sequence's state for this layer (updated)
+// rows:   the sequences; chunk c's rows run the recurrence over c.kv->state(il) (updated)
 // out:    [n_tokens, d_model]
 void attention_lightning(const Tensor& h, const LightningWeights& w, const Tensor& slopes,
-                         const LightningParams& p, Tensor& state, int il, Scratch& scratch,
+                         const LightningParams& p, const SeqRows& rows, int il, Scratch& scratch,
                          Tensor& out);
 
 }  // namespace mmx::layers

@@ -1,6 +1,7 @@
 // The engine as the HTTP server sees it: submit a tokenized request, receive its tokens as
 // events, cancel it. Thread-safe; events are delivered on the engine's thread (the callback must
-// not block — push into a queue). The serving issue's Engine implements this; tests use fakes.
+// not block and must not call back into the engine — push into a queue and act from another
+// thread). engine/engine.h implements this; tests/server uses a scripted fake.
 //
 // Not here: text, chat templates, output parsing, stop strings — the server owns those; the
 // engine sees token ids only (DESIGN: the model sees tensors, the engine sees ids).

@@ -19,17 +19,12 @@
 //     fallback, the very same forward() calls; kWithinCheckpoints runs fused (kPathTol) and saves
 //     the checkpoints where chunks end on them.
 //
-// A disabled benchmark (no assertions) compares 8 fused decode sequences with 8 forward() calls:
-//   forward_multi_test --gtest_also_run_disabled_tests --gtest_filter='*Bench*'
-// (MMX_FM_BENCH_DIR=<checkpoint> benchmarks that checkpoint instead of the made-up shapes;
-// MMX_FM_BENCH_THREADS=<n> sets the op threads, 0 = all cores).
+// Speed (fused vs separate decode) is measured by `mmx bench batch`, not here.
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <chrono>
-#include <cstdlib>
+#include <cmath>
 #include <cstring>
-#include <functional>
 #include <ostream>
 #include <vector>
 
@@ -38,7 +33,6 @@
 #include "base/error.h"
 #include "model/model.h"
 #include "model/tiny.h"
-#include "ops/ops.h"
 #include "testing/allclose.h"
 #include "testing/tiny_models.h"
 
@@ -308,95 +302,6 @@ TEST(ForwardMultiM3, SparseSelectionIsActive) {
   int beyond = 0;
   for (const SeqSpec& s : kMixed) beyond += s.past + s.n > kb;
   EXPECT_GE(beyond, 5);
-}
-
-// ---- benchmark (disabled; prints, asserts nothing) ------------------------------------------
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-void bench_decode(const std::string& dir, const std::string& label) {
-  auto model = load_model(dir);
-  const int64_t vocab = model->config().vocab_size;
-  constexpr int kSeqs = 8, kPast = 64, kSteps = 20, kRuns = 5;
-  std::vector<KvCache> caches;
-  std::vector<std::vector<int32_t>> ids;
-  for (int i = 0; i < kSeqs; ++i) {
-    ids.push_back(random_ids(kPast + kSteps, int(vocab), 500 + uint64_t(i)));
-    caches.push_back(model->make_cache(kPast + kSteps));
-    feed(*model, caches.back(), ids.back(), 0, kPast);
-  }
-  Buffer logits(DType::kF32, {kSeqs, vocab}), one(DType::kF32, {1, vocab});
-  std::vector<int32_t> tok(kSeqs), pos(1);
-  auto fused_run = [&] {
-    for (int s = 0; s < kSteps; ++s) {
-      std::vector<SeqChunk> chunks;
-      for (int i = 0; i < kSeqs; ++i) {
-        tok[size_t(i)] = ids[size_t(i)][size_t(kPast + s)];
-        chunks.push_back({i, 1, &caches[size_t(i)]});
-      }
-      Tensor lt = logits.t();
-      model->forward_multi(Tensor(tok.data(), DType::kI32, {kSeqs}), chunks, lt);
-    }
-  };
-  auto separate_run = [&] {
-    for (int s = 0; s < kSteps; ++s)
-      for (int i = 0; i < kSeqs; ++i) {
-        tok[0] = ids[size_t(i)][size_t(kPast + s)];
-        pos[0] = int32_t(kPast + s);
-        ForwardBatch b;
-        b.tokens = Tensor(tok.data(), DType::kI32, {1});
-        b.positions = Tensor(pos.data(), DType::kI32, {1});
-        b.pos0 = kPast + s;
-        Tensor lt = one.t();
-        model->forward(b, caches[size_t(i)], lt);
-      }
-  };
-  auto tokens_per_s = [&](const std::function<void()>& fn) {
-    for (KvCache& kv : caches) kv.set_n_past(kPast);
-    const auto t0 = std::chrono::steady_clock::now();
-    fn();
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    return double(kSeqs) * kSteps / s;
-  };
-  tokens_per_s(fused_run);  // warm-up (scratch growth, page faults)
-  tokens_per_s(separate_run);
-  std::vector<double> fused, separate;
-  for (int r = 0; r < kRuns; ++r) {
-    fused.push_back(tokens_per_s(fused_run));
-    separate.push_back(tokens_per_s(separate_run));
-  }
-  std::printf("[ bench ] %s: %d sequences x %d decode steps at context %d, %d threads: fused %.1f tok/s, "
-              "separate %.1f tok/s (median of %d), speed-up %.2fx\n",
-              label.c_str(), kSeqs, kSteps, kPast, ops::n_threads(), median(fused), median(separate), kRuns,
-              median(fused) / median(separate));
-}
-
-TEST(ForwardMultiBench, DISABLED_DecodeFusedVsSeparate) {
-  if (const char* t = std::getenv("MMX_FM_BENCH_THREADS")) ops::set_n_threads(std::atoi(t));
-  if (const char* d = std::getenv("MMX_FM_BENCH_DIR")) {
-    bench_decode(d, d);
-    return;
-  }
-  bench_decode(testing::tiny_dir("minimax_m2", "bf16", 41), "tiny M2 bf16 (d 64, 4 layers, 8 experts)");
-  // A bigger synthetic M2: d 1024, 8 layers, 16 experts of 512 (top-4), vocab 32000, bf16 (~0.5 GB).
-  bench_decode(testing::tiny_dir("minimax_m2", "bf16", 42, "_big",
-                                 [](TinyOptions& o) {
-                                   o.synthetic = true;
-                                   o.n_layers = 8;
-                                   o.d_model = 1024;
-                                   o.n_heads = 16;
-                                   o.n_kv_heads = 4;
-                                   o.head_dim = 64;
-                                   o.rotary_dim = 32;
-                                   o.ffn_dim = 512;
-                                   o.n_experts = 16;
-                                   o.n_experts_active = 4;
-                                   o.vocab_size = 32000;
-                                 }),
-               "synthetic M2 bf16 (d 1024, 8 layers, 16 experts of 512, top-4, vocab 32000)");
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 //   mmx bench model -m DIR [...]   prefill and decode tokens/s (medians of --reps runs), the
 //                                  bytes a decode token streams and the achieved bandwidth, the
 //                                  prefill FLOP/s, each as a fraction of the measured peaks
+//   mmx bench batch -m DIR [...]   continuous batching's gain: S sequences decoding together in
+//                                  one fused forward_multi per step vs one forward() each
 // Nothing here is asserted: benchmarks report, tests decide correctness.
 #include <algorithm>
 #include <chrono>
@@ -115,6 +117,83 @@ void bench_model(const ModelOpts& o) {
   }
 }
 
+struct BatchOpts {
+  std::string model;
+  int seqs = 8, steps = 20, context = 64, reps = 5, threads = 0;
+};
+
+// Decode tokens/s of `seqs` sequences at `context` tokens each: fused (one forward_multi per step,
+// the serving engine's path) vs separate (one forward() per sequence per step, the baseline).
+void bench_batch(const BatchOpts& o) {
+  ops::set_n_threads(o.threads);
+  auto model = load_model(o.model, progress_bar);
+  const ModelConfig& c = model->config();
+  const TokenCost tc = token_cost(o.model, c);
+  std::mt19937 rng(1);
+  std::vector<std::vector<int32_t>> ids(size_t(o.seqs));
+  for (auto& v : ids)
+    for (int i = 0; i < o.context + o.steps; ++i) v.push_back(int32_t(rng() % c.vocab_size));
+  Buffer logits(DType::kF32, {o.seqs, c.vocab_size});
+  // Fresh caches holding the first `context` tokens of each sequence (not timed).
+  auto prefilled = [&] {
+    std::vector<KvCache> caches;
+    std::vector<int32_t> pos(size_t(o.context));
+    for (int i = 0; i < o.context; ++i) pos[size_t(i)] = i;
+    for (int s = 0; s < o.seqs; ++s) {
+      caches.push_back(model->make_cache(o.context + o.steps));
+      ForwardBatch b;
+      b.tokens = Tensor(ids[size_t(s)].data(), DType::kI32, {o.context});
+      b.positions = Tensor(pos.data(), DType::kI32, {o.context});
+      Tensor row = logits.t().rows_range(0, 1);
+      model->forward(b, caches.back(), row);
+    }
+    return caches;
+  };
+  auto fused = [&](std::vector<KvCache>& caches) {
+    std::vector<int32_t> tok(size_t(o.seqs));
+    std::vector<SeqChunk> chunks;
+    for (int s = 0; s < o.seqs; ++s) chunks.push_back({s, 1, &caches[size_t(s)]});
+    for (int t = 0; t < o.steps; ++t) {
+      for (int s = 0; s < o.seqs; ++s) tok[size_t(s)] = ids[size_t(s)][size_t(o.context + t)];
+      model->forward_multi(Tensor(tok.data(), DType::kI32, {o.seqs}), chunks, logits.t());
+    }
+  };
+  auto separate = [&](std::vector<KvCache>& caches) {
+    for (int t = 0; t < o.steps; ++t)
+      for (int s = 0; s < o.seqs; ++s) {
+        int32_t tok = ids[size_t(s)][size_t(o.context + t)], pos = o.context + t;
+        ForwardBatch b;
+        b.tokens = Tensor(&tok, DType::kI32, {1});
+        b.positions = Tensor(&pos, DType::kI32, {1});
+        b.pos0 = pos;
+        Tensor row = logits.t().rows_range(0, 1);
+        model->forward(b, caches[size_t(s)], row);
+      }
+  };
+  auto tok_per_s = [&](auto&& run) {
+    std::vector<KvCache> caches = prefilled();
+    const double t = now_s();
+    run(caches);
+    return double(o.seqs) * o.steps / (now_s() - t);
+  };
+  tok_per_s(fused);  // warm-up: scratch growth, page faults
+  std::vector<double> f, sep;
+  for (int r = 0; r < o.reps; ++r) {  // interleaved, so load changes hit both alike
+    f.push_back(tok_per_s(fused));
+    sep.push_back(tok_per_s(separate));
+  }
+  const double mf = median(f), ms = median(sep);
+  std::printf("model             %s (%d layers, d_model %lld, %d experts top-%d)\n", o.model.c_str(), c.n_layers,
+              (long long)c.d_model, c.n_experts, c.n_experts_active);
+  std::printf("batch             %d sequences x %d decode steps at context %d, %d threads\n", o.seqs, o.steps,
+              o.context, ops::n_threads());
+  std::printf("fused             %.1f tok/s (median of %d; one forward_multi per step)\n", mf, o.reps);
+  std::printf("separate          %.1f tok/s (median of %d; one forward per sequence)\n", ms, o.reps);
+  std::printf("fused / separate  %.2fx\n", mf / ms);
+  std::printf("separate decode   %.2f GB/s of weights (%.1f MB per token)\n", ms * tc.decode_bytes / 1e9,
+              tc.decode_bytes / 1e6);
+}
+
 }  // namespace
 
 void add_bench(CLI::App& app, Action& action) {
@@ -144,6 +223,18 @@ void add_bench(CLI::App& app, Action& action) {
   m->add_option("-t,--threads", o->threads, "Threads (0 = all cores)");
   m->add_flag("!--no-peak", o->peak, "Skip measuring the machine peaks");
   m->callback([o, &action] { action = [o] { bench_model(*o); }; });
+
+  auto bo = std::make_shared<BatchOpts>();
+  CLI::App* b = c->add_subcommand("batch", "Decode speed of S sequences: one fused forward per step vs one each");
+  b->add_option("-m,--model", bo->model, "Checkpoint directory")->required();
+  b->add_option("-s,--seqs", bo->seqs, "Sequences decoding together")->capture_default_str()->check(CLI::Range(1, 1024));
+  b->add_option("-n,--steps", bo->steps, "Decode steps per run")->capture_default_str()->check(CLI::Range(1, 1 << 16));
+  b->add_option("-c,--context", bo->context, "Tokens already in each sequence")
+      ->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  b->add_option("-r,--reps", bo->reps, "Repetitions (the median is reported)")
+      ->capture_default_str()->check(CLI::Range(1, 1000));
+  b->add_option("-t,--threads", bo->threads, "Threads (0 = all cores)");
+  b->callback([bo, &action] { action = [bo] { bench_batch(*bo); }; });
 }
 
 }  // namespace mmx::cli

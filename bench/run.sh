@@ -32,6 +32,10 @@ $MMX bench model -m models/m2-slice -p 64 -n 16 -r "$REPS"
 echo
 echo "== M2-shaped slice (2 layers, fp8), prompt 512"
 $MMX bench model -m models/m2-slice -p 512 -n 16 -r 3 --no-peak
+echo
+echo "== continuous batching: 8 sequences decoding in one fused forward vs one forward each"
+$MMX bench batch -m models/tiny-m2 -r "$REPS"
+$MMX bench batch -m models/m2-slice -r 3 -n 8
 
 # ---- tokenizer (bench/tokenizer) ----
 echo
@@ -51,4 +55,7 @@ $BUILD/bench/lightning/lightning_bench --reps "$REPS"
 # ---- serving load test (bench/serving) ----
 echo
 echo "== mmx serve under load: 64 streaming clients x 256 chat requests (tiny M2), TTFT / ITL percentiles, /metrics leak check, prefix-cache cold/warm TTFT"
-$BUILD/bench/serving/load_bench --mmx "$MMX" -m models/tiny-m2 --clients 64 --requests 256 --max-tokens 32 --pairs 5 --timeout-s 300
+for t in 0 1; do
+  $BUILD/bench/serving/load_bench --mmx "$MMX" -m models/tiny-m2 --clients 64 --requests 256 --max-tokens 32 --pairs 5 \
+    --timeout-s 300 --serve-args "-t $t"
+done

@@ -1,4 +1,5 @@
 #include "engine/engine.h"
+#include "engine/request.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,18 +10,6 @@
 
 namespace mmx {
 
-struct Engine::Req {
-  uint64_t id = 0;
-  GenRequest in;
-  std::function<void(const GenEvent&)> emit;
-  std::vector<int32_t> tokens;  // prompt, then generated ids
-  int64_t n_generated = 0;
-  int64_t n_cached = -1;        // prompt tokens served from the prefix cache (first admission)
-  SeqMemory mem;                // pages + lightning states while admitted
-  std::unique_ptr<Sampler> sampler;
-  // Tokens not yet in the cache: 1 for a decode, more while (re)prefilling.
-  int64_t pending() const { return int64_t(tokens.size()) - mem.n_past(); }
-};
 
 namespace {
 
@@ -148,72 +137,6 @@ void Engine::intake() {
   cancelled_.clear();
 }
 
-void Engine::admit() {
-  while (!waiting_.empty() && int64_t(running_.size()) < opts_.max_running) {
-    Req& r = *waiting_.front();
-    const int64_t hit = mem_->open(r.mem, r.tokens);
-    // Room for the rest of its prompt plus a page of headroom per running sequence; the first
-    // request always goes in (any request fits the whole pool: context_limit()).
-    if (!running_.empty() && mem_->fit(r.mem) < r.pending() + int64_t(running_.size()) * mem_->page()) {
-      mem_->release(r.mem);
-      break;  // FIFO: later requests wait behind it
-    }
-    if (r.n_cached < 0) r.n_cached = hit;  // a recompute after preemption is not a cache hit
-    prefix_hit_tokens_ += hit;
-    prefix_lookup_tokens_ += int64_t(r.tokens.size());
-    running_.push_back(std::move(waiting_.front()));
-    waiting_.pop_front();
-  }
-}
-
-void Engine::preempt(Req& victim, std::vector<Item>& batch) {
-  mem_->release(victim.mem);
-  batch.erase(std::remove_if(batch.begin(), batch.end(), [&](const Item& it) { return it.r == &victim; }),
-              batch.end());
-  auto it = std::find_if(running_.begin(), running_.end(), [&](auto& p) { return p.get() == &victim; });
-  waiting_.push_front(std::move(*it));
-  running_.erase(it);
-  ++preemptions_;
-}
-
-// Gets pages for up to n tokens of r (n shrinks to what fits), preempting the most recently
-// admitted sequences while nothing fits. False if r itself had to go.
-bool Engine::make_room(Req& r, int64_t& n, std::vector<Item>& batch) {
-  for (;;) {
-    const int64_t fit = mem_->fit(r.mem);
-    if (fit >= 1) {
-      n = std::min(n, fit);
-      mem_->reserve(r.mem, n);
-      return true;
-    }
-    Req& victim = *running_.back();
-    preempt(victim, batch);
-    if (&victim == &r) return false;
-  }
-}
-
-std::vector<Engine::Item> Engine::schedule() {
-  std::vector<Item> batch;
-  int64_t budget = opts_.max_batch_tokens;
-  // Decodes first, then prefill chunks. Iterate over a snapshot: preemption edits running_.
-  for (bool decodes : {true, false}) {
-    std::vector<Req*> order;
-    for (auto& r : running_) order.push_back(r.get());
-    for (Req* r : order) {
-      if (budget <= 0) break;
-      if ((r->pending() == 1) != decodes || !r->mem.kv) continue;  // (preempted in this loop)
-      // A chunk ends at the next lightning-state checkpoint (none without lightning layers), so
-      // the fused forward never has to split a sequence.
-      const KvCache& kv = *r->mem.kv;
-      int64_t n = std::min({budget, r->pending(), kv.next_checkpoint(kv.n_past()) - kv.n_past()});
-      if (!make_room(*r, n, batch)) continue;
-      batch.push_back({r, n});
-      budget -= n;
-    }
-  }
-  return batch;
-}
-
 // One fused forward over every scheduled chunk (the weights are read once per step), then each
 // sequence commits its new full pages and, when its pending tokens are all in, samples.
 void Engine::run(const std::vector<Item>& batch) {
@@ -279,8 +202,14 @@ void Engine::finish(Req& r, const char* reason) {
   e.n_prompt = int64_t(r.in.prompt.size());
   e.n_cached = std::max<int64_t>(r.n_cached, 0);
   e.n_generated = r.n_generated;
-  emit(r, e);
   mem_->release(r.mem);  // finished: the sweep in step() removes it
+  {  // so /metrics read right after a client's last event already shows the memory freed
+    std::lock_guard<std::mutex> l(mu_);
+    stats_.kv_pages_used = mem_->n_used();
+    stats_.requests_running =
+        std::count_if(running_.begin(), running_.end(), [](const auto& q) { return q->mem.kv != nullptr; });
+  }
+  emit(r, e);
 }
 
 void Engine::publish_metrics(const std::vector<Item>& batch) {

@@ -1,0 +1,25 @@
+// Engine::Req: one request as the engine thread holds it (private to src/engine).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "engine/engine.h"
+
+namespace mmx {
+
+struct Engine::Req {
+  uint64_t id = 0;
+  GenRequest in;
+  std::function<void(const GenEvent&)> emit;
+  std::vector<int32_t> tokens;  // prompt, then generated ids
+  int64_t n_generated = 0;
+  int64_t n_cached = -1;        // prompt tokens served from the prefix cache (first admission)
+  SeqMemory mem;                // pages + lightning states while admitted
+  std::unique_ptr<Sampler> sampler;
+  // Tokens not yet in the cache: 1 for a decode, more while (re)prefilling.
+  int64_t pending() const { return int64_t(tokens.size()) - mem.n_past(); }
+};
+
+}  // namespace mmx

@@ -1,0 +1,77 @@
+// The engine's scheduling half (DESIGN data-flow step 4): admission with a prefix-cache match,
+// the per-step token budget (decodes first, then prefill chunks), and preemption by recompute
+// when pages run out. Everything here runs on the engine thread inside step().
+#include <algorithm>
+
+#include "engine/engine.h"
+#include "engine/request.h"
+
+namespace mmx {
+
+void Engine::admit() {
+  while (!waiting_.empty() && int64_t(running_.size()) < opts_.max_running) {
+    Req& r = *waiting_.front();
+    const int64_t hit = mem_->open(r.mem, r.tokens);
+    // Room for the rest of its prompt plus a page of headroom per running sequence; the first
+    // request always goes in (any request fits the whole pool: context_limit()).
+    if (!running_.empty() && mem_->fit(r.mem) < r.pending() + int64_t(running_.size()) * mem_->page()) {
+      mem_->release(r.mem);
+      break;  // FIFO: later requests wait behind it
+    }
+    if (r.n_cached < 0) r.n_cached = hit;  // a recompute after preemption is not a cache hit
+    prefix_hit_tokens_ += hit;
+    prefix_lookup_tokens_ += int64_t(r.tokens.size());
+    running_.push_back(std::move(waiting_.front()));
+    waiting_.pop_front();
+  }
+}
+
+void Engine::preempt(Req& victim, std::vector<Item>& batch) {
+  mem_->release(victim.mem);
+  batch.erase(std::remove_if(batch.begin(), batch.end(), [&](const Item& it) { return it.r == &victim; }),
+              batch.end());
+  auto it = std::find_if(running_.begin(), running_.end(), [&](auto& p) { return p.get() == &victim; });
+  waiting_.push_front(std::move(*it));
+  running_.erase(it);
+  ++preemptions_;
+}
+
+// Gets pages for up to n tokens of r (n shrinks to what fits), preempting the most recently
+// admitted sequences while nothing fits. False if r itself had to go.
+bool Engine::make_room(Req& r, int64_t& n, std::vector<Item>& batch) {
+  for (;;) {
+    const int64_t fit = mem_->fit(r.mem);
+    if (fit >= 1) {
+      n = std::min(n, fit);
+      mem_->reserve(r.mem, n);
+      return true;
+    }
+    Req& victim = *running_.back();
+    preempt(victim, batch);
+    if (&victim == &r) return false;
+  }
+}
+
+std::vector<Engine::Item> Engine::schedule() {
+  std::vector<Item> batch;
+  int64_t budget = opts_.max_batch_tokens;
+  // Decodes first, then prefill chunks. Iterate over a snapshot: preemption edits running_.
+  for (bool decodes : {true, false}) {
+    std::vector<Req*> order;
+    for (auto& r : running_) order.push_back(r.get());
+    for (Req* r : order) {
+      if (budget <= 0) break;
+      if ((r->pending() == 1) != decodes || !r->mem.kv) continue;  // (preempted in this loop)
+      // A chunk ends at the next lightning-state checkpoint (none without lightning layers), so
+      // the fused forward never has to split a sequence.
+      const KvCache& kv = *r->mem.kv;
+      int64_t n = std::min({budget, r->pending(), kv.next_checkpoint(kv.n_past()) - kv.n_past()});
+      if (!make_room(*r, n, batch)) continue;
+      batch.push_back({r, n});
+      budget -= n;
+    }
+  }
+  return batch;
+}
+
+}  // namespace mmx

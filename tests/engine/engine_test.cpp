@@ -158,6 +158,62 @@ TEST_P(EngineFamilies, PreemptedEqualsAlone) {
   }
 }
 
+// Everything at once: requests sharing prefixes, a pool small enough to preempt, chunked prefill,
+// and cancellations at random steps. Integrity holds after every step, the pool drains to zero,
+// and every request that was not cancelled produces exactly its tokens from a roomy run.
+TEST_P(EngineFamilies, RandomCancelsWithPreemptionAndPrefixHits) {
+  auto model = load_model(tiny_dir(GetParam()));
+  std::mt19937 rng(11);
+  const std::vector<int32_t> stem = prompt(48, 9);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 12; ++i) {
+    std::vector<int32_t> p(stem.begin(), stem.begin() + 8 + long(rng() % 40));
+    const std::vector<int32_t> tail = prompt(1 + int(rng() % 12), 700 + uint64_t(i));
+    p.insert(p.end(), tail.begin(), tail.end());
+    prompts.push_back(p);
+  }
+  const std::vector<Result> roomy = run(*model, prompts, 10, 4096);
+
+  EngineOptions o = test_options(24, 6);
+  const int64_t page = model->config().kv_page();
+  o.kv_pages = (128 + page - 1) / page;
+  Engine e(*model, o);
+  std::vector<Result> got(prompts.size());
+  std::vector<uint64_t> ids;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    GenRequest r;
+    r.prompt = prompts[i];
+    r.sampling.temperature = 0;
+    r.max_tokens = 10;
+    ids.push_back(e.submit(r, [&got, i](const GenEvent& ev) {
+      if (ev.kind == GenEvent::kToken) got[i].ids.push_back(ev.token);
+      else if (ev.kind == GenEvent::kDone) got[i].finish = ev.finish_reason, ++got[i].n_done_events;
+      else ADD_FAILURE() << ev.error;
+    }));
+  }
+  std::set<size_t> cancelled;
+  for (int steps = 0; e.step(); ++steps) {
+    ASSERT_LT(steps, 10000);
+    if (rng() % 6 == 0) {  // cancel a random request (maybe finished already: a no-op then)
+      const size_t i = rng() % ids.size();
+      e.cancel(ids[i]);
+      if (got[i].n_done_events == 0) cancelled.insert(i);
+    }
+  }
+  EXPECT_GT(e.preemptions(), 0);
+  EXPECT_FALSE(cancelled.empty());
+  EXPECT_EQ(e.metrics().kv_pages_used, 0);
+  EXPECT_EQ(e.metrics().requests_running + e.metrics().requests_waiting, 0);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    if (cancelled.count(i)) {
+      EXPECT_EQ(got[i].n_done_events, 0) << "request " << i;  // no event after cancel()
+      continue;
+    }
+    EXPECT_EQ(got[i].ids, roomy[i].ids) << "request " << i;
+    EXPECT_EQ(got[i].n_done_events, 1) << "request " << i;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Archs, EngineFamilies, ::testing::Values("minimax_m2", "minimax_text01", "minimax_m3"));
 
 TEST(Engine, LogprobsMatchTheGreedyToken) {
@@ -242,6 +298,8 @@ TEST(Engine, RefusalsCarryStatusCodes) {
 TEST(Engine, ThreadedServesConcurrentSubmitters) {
   auto model = load_model(tiny_dir("minimax_m2"));
   EngineOptions o;
+  o.check_integrity = true;
+  o.kv_pages = 24;  // 384 tokens for 20 requests of up to 14: some preemption under the race
   Engine e(*model, o);
   std::mutex mu;
   std::condition_variable cv;

@@ -4,7 +4,9 @@
 //   intake:   move submitted requests into the waiting queue, drop cancelled ones (their pages
 //             are freed there — or at once inside cancel() when no step is running);
 //   admit:    waiting requests enter FIFO while max_running and the free pages allow; each maps
-//             the longest usable cached prefix of its tokens (memory/paged_memory.h);
+//             the longest usable cached prefix of its tokens (memory/paged_memory.h). A request
+//             whose prefix a running request is still prefilling waits until those pages are
+//             committed, so n choices of one prompt compute it once;
 //   schedule: every running decode gets 1 token first (priority to running decodes), then
 //             prefills get chunks from what is left of the step's token budget. A sequence that
 //             needs a page when none is free preempts the most recently admitted sequence, which
@@ -74,6 +76,7 @@ class Engine final : public EngineApi {
   void intake();
   void drop(uint64_t id);
   void admit();
+  bool shares_inflight_prefill(const Req& r, int64_t hit) const;
   std::vector<Item> schedule();
   bool make_room(Req& r, int64_t& n, std::vector<Item>& batch);
   void preempt(Req& victim, std::vector<Item>& batch);

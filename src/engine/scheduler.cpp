@@ -8,13 +8,28 @@
 
 namespace mmx {
 
+// True if a running request is still prefilling tokens that r shares with it, beyond what r
+// already found in the prefix cache: waiting for them to be committed beats computing them twice
+// (n > 1 choices of one prompt, a burst of agent requests with one long system prompt).
+bool Engine::shares_inflight_prefill(const Req& r, int64_t hit) const {
+  for (const auto& q : running_) {
+    if (q->pending() <= 1) continue;  // decoding: everything it shares is committed
+    const auto end = r.tokens.begin() + int64_t(std::min(r.tokens.size(), q->tokens.size()));
+    const int64_t common = std::mismatch(r.tokens.begin(), end, q->tokens.begin()).first - r.tokens.begin();
+    if (mem_->usable_prefix(common, int64_t(r.tokens.size())) > hit) return true;
+  }
+  return false;
+}
+
 void Engine::admit() {
   while (!waiting_.empty() && int64_t(running_.size()) < opts_.max_running) {
     Req& r = *waiting_.front();
     const int64_t hit = mem_->open(r.mem, r.tokens);
     // Room for the rest of its prompt plus a page of headroom per running sequence; the first
     // request always goes in (any request fits the whole pool: context_limit()).
-    if (!running_.empty() && mem_->fit(r.mem) < r.pending() + int64_t(running_.size()) * mem_->page()) {
+    const bool room =
+        running_.empty() || mem_->fit(r.mem) >= r.pending() + int64_t(running_.size()) * mem_->page();
+    if (!room || shares_inflight_prefill(r, hit)) {
       mem_->release(r.mem);
       break;  // FIFO: later requests wait behind it
     }

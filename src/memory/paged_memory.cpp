@@ -41,13 +41,11 @@ int64_t PagedMemory::open(SeqMemory& s, std::span<const int32_t> tokens) {
   }
   // 2. The usable part: leave the last token to recompute; with lightning layers, only up to a
   //    state snapshot (checkpoints are page-aligned, so whole blocks).
-  int64_t usable = std::min(int64_t(ids.size()) * B, n - 1);
+  int64_t usable = usable_prefix(int64_t(ids.size()) * B, n);
   const StateSnapshot* snap = nullptr;
-  if (has_states_) {
-    int64_t p = o_.checkpoint_every > 0 ? usable / o_.checkpoint_every * o_.checkpoint_every : 0;
-    for (; p > 0; p -= o_.checkpoint_every)
-      if ((snap = find_state(hashes[size_t(p / B - 1)], tokens.first(size_t(p))))) break;
-    usable = p;
+  if (has_states_) {  // the newest snapshot at or below it
+    for (; usable > 0; usable -= o_.checkpoint_every)
+      if ((snap = find_state(hashes[size_t(usable / B - 1)], tokens.first(size_t(usable))))) break;
   }
   // 3. Keep the blocks that hold the usable tokens, return the rest.
   const size_t keep = size_t((usable + B - 1) / B);
@@ -60,6 +58,12 @@ int64_t PagedMemory::open(SeqMemory& s, std::span<const int32_t> tokens) {
   s.kv->resume_at(usable, snap ? snap->states : std::vector<float>{});
   s.hashes = std::move(hashes);
   return usable;
+}
+
+int64_t PagedMemory::usable_prefix(int64_t n_shared, int64_t n_tokens) const {
+  int64_t p = std::min(n_shared / o_.page * o_.page, n_tokens - 1);
+  if (has_states_) p = o_.checkpoint_every > 0 ? p / o_.checkpoint_every * o_.checkpoint_every : 0;
+  return std::max<int64_t>(p, 0);
 }
 
 bool PagedMemory::shared_tail(const SeqMemory& s) const {

@@ -55,6 +55,9 @@ class PagedMemory {
   // most tokens.size() - 1 tokens (the last one is recomputed for its logits). Returns the
   // number of tokens served from the cache; s.n_past() equals it.
   int64_t open(SeqMemory& s, std::span<const int32_t> tokens);
+  // What open() would map for a prompt of n_tokens if its first n_shared tokens were cached:
+  // whole pages, at most n_tokens - 1, and with lightning layers only a snapshot position.
+  int64_t usable_prefix(int64_t n_shared, int64_t n_tokens) const;
   // How many more tokens `s` can take with the pages mapped and free now.
   int64_t fit(const SeqMemory& s) const;
   // Maps pages for the next n tokens (n <= fit(s)), copying a shared tail page first.

@@ -11,7 +11,9 @@
 //      (msa_selection_stats), with a control run whose index queries ignore the needles.
 // Every time is the median of `reps` runs after one warm-up run.
 //
-// Usage: msa_bench [reps=5] [max_context=131072] [threads=0 (all cores)] [clock=wall|cpu]
+// Usage: msa_bench [reps=5] [max_context=131072] [threads=0 (all cores)] [clock=wall|cpu] [kv=f32|bf16]
+// kv=bf16: the decode table (1.) reads BF16 copies of the pages (the KV cache's kv_dtype = kBF16:
+// half the bytes); the other tables stay F32.
 // On a loaded machine, threads=1 avoids measuring how long a parallel region waits for a
 // descheduled worker (every op call here is one short region), and clock=cpu (threads=1 only)
 // times the process's CPU time instead of wall time, i.e. leaves out the time the machine gave to
@@ -27,6 +29,7 @@
 #include <string>
 #include <numeric>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "ops/msa.h"
@@ -93,6 +96,7 @@ int main(int argc, char** argv) {
   const int64_t max_ctx = argc > 2 ? std::atoll(argv[2]) : 131072;
   if (argc > 3) ops::set_n_threads(std::max(0, std::atoi(argv[3])));
   g_cpu_clock = argc > 4 && std::string(argv[4]) == "cpu";
+  const bool kv_bf16 = argc > 5 && std::string(argv[5]) == "bf16";
   if (g_cpu_clock && ops::n_threads() != 1) {
     fmt::print(stderr, "clock=cpu needs threads=1\n");
     return 1;
@@ -111,11 +115,21 @@ int main(int argc, char** argv) {
   std::iota(perm.begin(), perm.end(), 0);
   std::shuffle(perm.begin(), perm.end(), std::mt19937_64(4));
   std::copy(perm.begin(), perm.end(), bt.t().ptr<int32_t>());
+  // kv=bf16: the decode table's pages, rounded to bf16.
+  Buffer kb, vb, ikb;
+  if (kv_bf16) {
+    kb = Buffer(DType::kBF16, {n_pages, kB, kKvHeads, kHeadDim});
+    vb = Buffer(DType::kBF16, {n_pages, kB, kKvHeads, kHeadDim});
+    ikb = Buffer(DType::kBF16, {n_pages, kB, kIndexDim});
+    for (auto [src, dst] : {std::pair<const Buffer*, Buffer*>{&k, &kb}, {&v, &vb}, {&ik, &ikb}})
+      for (int64_t e = 0; e < src->t().numel(); ++e)
+        dst->t().ptr<uint16_t>()[e] = mmx::f32_to_bf16(src->f32()[e]);
+  }
 
   fmt::print("MSA attention core, M3 shapes: {} q heads / {} kv heads / head_dim {}, indexer {} x {}, "
-             "B {}, top-{} blocks; F32 paged KV ({:.0f} MiB K+V + {:.0f} MiB index keys at {}); "
+             "B {}, top-{} blocks; F32 paged KV (decode table: {}) ({:.0f} MiB K+V + {:.0f} MiB index keys at {}); "
              "{} threads; median of {} runs, {} time\n\n",
-             kHeads, kKvHeads, kHeadDim, kKvHeads, kIndexDim, kB, kTopK,
+             kHeads, kKvHeads, kHeadDim, kKvHeads, kIndexDim, kB, kTopK, kv_bf16 ? "BF16" : "F32",
              double(k.t().size_bytes() * 2) / (1 << 20), double(ik.t().size_bytes()) / (1 << 20),
              ctx(max_ctx), ops::n_threads(), reps, g_cpu_clock ? "process CPU" : "wall-clock");
 
@@ -125,7 +139,10 @@ int main(int argc, char** argv) {
     fill_unit(q.f32(), q.t().numel(), 5);
     fill_unit(iq.f32(), iq.t().numel(), 6);
     Buffer out(DType::kF32, {1, kHeads, kHeadDim}), sel(DType::kI32, {kKvHeads, 1, kTopK});
-    fmt::print("### Decode step (1 query at position T-1), ms per token\n\n");
+    const mmx::Tensor kd = kv_bf16 ? kb.t() : k.t(), vd = kv_bf16 ? vb.t() : v.t();
+    const mmx::Tensor ikd = kv_bf16 ? ikb.t() : ik.t();
+    const int64_t esz = kv_bf16 ? 2 : 4;  // bytes per cached value
+    fmt::print("### Decode step (1 query at position T-1), ms per token, {} pages\n\n", kv_bf16 ? "BF16" : "F32");
     fmt::print("| context T | indexer | (index-key scan GB/s) | sparse attn | MSA total | dense paged | "
                "(K+V scan GB/s) | dense / MSA | indexer share |\n");
     fmt::print("|---|---|---|---|---|---|---|---|---|\n");
@@ -133,17 +150,17 @@ int main(int argc, char** argv) {
     for (int64_t T : {int64_t(4096), int64_t(16384), int64_t(65536), int64_t(131072)}) {
       if (T > max_ctx) continue;
       Buffer pos = positions(T - 1, 1);
-      const double t_idx = median_ms(reps, [&] { ops::msa_index_select(iq, ik, bt, pos, T, sel.t()); });
+      const double t_idx = median_ms(reps, [&] { ops::msa_index_select(iq, ikd, bt, pos, T, sel.t()); });
       const double t_sp = median_ms(reps, [&] {
-        ops::attention_block_sparse(q, k, v, bt, pos, T, sel, scale, out.t());
+        ops::attention_block_sparse(q, kd, vd, bt, pos, T, sel, scale, out.t());
       });
       const double t_msa = median_ms(reps, [&] {
-        ops::msa_index_select(iq, ik, bt, pos, T, sel.t());
-        ops::attention_block_sparse(q, k, v, bt, pos, T, sel, scale, out.t());
+        ops::msa_index_select(iq, ikd, bt, pos, T, sel.t());
+        ops::attention_block_sparse(q, kd, vd, bt, pos, T, sel, scale, out.t());
       });
-      const double t_dense = median_ms(reps, [&] { ops::attention_paged(q, k, v, bt, pos, T, scale, out.t()); });
+      const double t_dense = median_ms(reps, [&] { ops::attention_paged(q, kd, vd, bt, pos, T, scale, out.t()); });
       if (T == 16384) msa16 = t_msa;
-      const double ik_gb = double(T * kIndexDim * 4) / 1e6, kv_gb = double(T * kKvHeads * kHeadDim * 8) / 1e6;
+      const double ik_gb = double(T * kIndexDim * esz) / 1e6, kv_gb = double(T * kKvHeads * kHeadDim * 2 * esz) / 1e6;
       fmt::print("| {} | {:.3f} | {:.1f} | {:.3f} | {:.3f} | {:.3f} | {:.1f} | {:.1f}x | {:.0f}% |\n", ctx(T),
                  t_idx, ik_gb / t_idx, t_sp, t_msa, t_dense, kv_gb / t_dense, t_dense / t_msa,
                  100.0 * t_idx / t_msa);

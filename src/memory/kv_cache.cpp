@@ -8,19 +8,19 @@
 
 namespace mmx {
 
-KvCache::KvCache(int n_layers, int64_t capacity, int n_kv_heads, int head_dim)
+KvCache::KvCache(int n_layers, int64_t capacity, int n_kv_heads, int head_dim, DType kv_dtype)
     : KvCache(std::vector<LayerCacheSpec>(size_t(std::max(n_layers, 0)),
                                           LayerCacheSpec{LayerCacheSpec::kKv, n_kv_heads, head_dim}),
-              capacity) {}
+              capacity, 0, 4, 16, kv_dtype) {}
 
 KvCache::KvCache(const std::vector<LayerCacheSpec>& layers, int64_t capacity, int64_t checkpoint_every,
-                 int max_checkpoints, int page)
+                 int max_checkpoints, int page, DType kv_dtype)
     : specs_(layers), checkpoint_every_(checkpoint_every), max_checkpoints_(max_checkpoints) {
   MMX_CHECK(capacity > 0 && !layers.empty() && checkpoint_every >= 0 && max_checkpoints >= 0 && page > 0,
             "KvCache({} layers, capacity {}, checkpoint_every {}, page {})", layers.size(), capacity,
             checkpoint_every, page);
   const int64_t n_pages = (capacity + page - 1) / page;
-  store_ = std::make_shared<PageStore>(layers, n_pages, page);
+  store_ = std::make_shared<PageStore>(layers, n_pages, page, kv_dtype);
   for (int64_t b = 0; b < n_pages; ++b) table_.push_back(int32_t(b));  // identity block table
   capacity_ = capacity;  // the logical limit (the last page may have spare rows)
   init_states();
@@ -61,18 +61,27 @@ void KvCache::map_block(int64_t blk, int32_t id) {
   }
 }
 
-// Copies rows [0, n) of src ([n, width] F32) to positions pos0.. of a paged store, page by page.
+// Copies rows [0, n) of src ([n, width] F32) to positions pos0.. of a paged store, page by page
+// (F32 pages: a byte copy; BF16 pages: each value rounded to nearest even).
 static void write_rows(const Tensor& pages, const std::vector<int32_t>& table, int64_t page, int64_t pos0,
                        const Tensor& src) {
   const int64_t n = src.dim(0), width = src.numel() / std::max<int64_t>(n, 1);
+  MMX_CHECK(src.dtype == DType::kF32, "KV rows are {}, expected F32", dtype_name(src.dtype));
   MMX_CHECK(pages.numel() / (pages.dim(0) * page) == width, "KV row width {} vs pages {}", width,
             pages.shape_str());
+  const bool bf16 = pages.dtype == DType::kBF16;
   for (int64_t i = 0; i < n;) {
     const int64_t pos = pos0 + i, blk = pos / page, off = pos % page;
     const int64_t m = std::min(n - i, page - off);  // rows that stay in this page
     MMX_CHECK(blk < int64_t(table.size()), "position {} past the block table ({} blocks)", pos, table.size());
-    float* dst = pages.f32() + (int64_t(table[size_t(blk)]) * page + off) * width;
-    std::memcpy(dst, src.f32() + i * width, size_t(m * width) * sizeof(float));
+    const int64_t at = (int64_t(table[size_t(blk)]) * page + off) * width;
+    if (bf16) {
+      uint16_t* dst = static_cast<uint16_t*>(pages.data) + at;
+      const float* s = src.f32() + i * width;
+      for (int64_t e = 0; e < m * width; ++e) dst[e] = f32_to_bf16(s[e]);
+    } else {
+      std::memcpy(pages.f32() + at, src.f32() + i * width, size_t(m * width) * sizeof(float));
+    }
     i += m;
   }
 }
@@ -165,7 +174,9 @@ void KvCache::resume_at(int64_t pos, const std::vector<float>& states) {
   if (has_states() && pos > 0) save_checkpoint();  // so rollback() can return here
 }
 
-size_t KvCache::kv_bytes() const { return PageStore::page_bytes(specs_, page()) * table_.size(); }
+size_t KvCache::kv_bytes() const {
+  return PageStore::page_bytes(specs_, page(), kv_dtype()) * table_.size();
+}
 size_t KvCache::state_bytes() const {
   size_t s = 0;
   for (const auto& b : state_)

@@ -32,13 +32,14 @@ namespace mmx {
 
 class KvCache {
  public:
-  // Standalone, every layer softmax (the M2 shape).
-  KvCache(int n_layers, int64_t capacity, int n_kv_heads, int head_dim);
+  // Standalone, every layer softmax (the M2 shape). kv_dtype: the pages' dtype (kF32 or kBF16).
+  KvCache(int n_layers, int64_t capacity, int n_kv_heads, int head_dim, DType kv_dtype = DType::kF32);
   // Standalone. checkpoint_every: tokens between state checkpoints (0 = none; only lightning
   // layers need them). page: tokens per KV page (capacity is rounded up to whole pages).
   KvCache(const std::vector<LayerCacheSpec>& layers, int64_t capacity, int64_t checkpoint_every = 0,
-          int max_checkpoints = 4, int page = 16);
-  // Paged over a shared store: no blocks mapped yet (capacity 0 until map_block).
+          int max_checkpoints = 4, int page = 16, DType kv_dtype = DType::kF32);
+  // Paged over a shared store (its dtype is the pages'): no blocks mapped yet (capacity 0 until
+  // map_block).
   KvCache(std::shared_ptr<PageStore> store, const std::vector<LayerCacheSpec>& layers,
           int64_t checkpoint_every, int max_checkpoints);
 
@@ -49,13 +50,14 @@ class KvCache {
 
   // The block-major paged view every attention layer reads and writes through:
   int64_t page() const { return store_->page(); }
+  DType kv_dtype() const { return store_->kv_dtype(); }  // of every K/V and index-key page
   Tensor k_pages(int il) const { return store_->k(il); }    // [n_pages, page, n_kv_heads, head_dim]
   Tensor v_pages(int il) const { return store_->v(il); }    // [n_pages, page, n_kv_heads, head_dim]
   Tensor ik_pages(int il) const { return store_->ik(il); }  // [n_pages, page, index_dim]
   Tensor block_table() const;  // [n_blocks] I32, logical block -> page
   const std::vector<int32_t>& blocks() const { return table_; }
-  // Store the rows of positions pos0.. (through the block table). k, v: [n, n_kv_heads * head_dim];
-  // ik: [n, index_dim].
+  // Store the rows of positions pos0.. (through the block table). k, v: [n, n_kv_heads * head_dim]
+  // F32; ik: [n, index_dim] F32. BF16 pages get each value rounded to nearest even.
   void write_kv(int il, int64_t pos0, const Tensor& k, const Tensor& v);
   void write_ik(int il, int64_t pos0, const Tensor& ik);
 

@@ -1,7 +1,8 @@
 // PageStore: the block-major K/V pages of every attention layer (spec §5.6 layout), plus the
-// MSA indexer's key pages. Per kKv layer: K and V [n_pages, page, n_kv_heads, head_dim] F32 and,
-// for MSA layers, index keys [n_pages, page, index_dim] F32. Lightning layers keep nothing here
-// (their fixed-size state lives with the sequence, in KvCache).
+// MSA indexer's key pages. Per kKv layer: K and V [n_pages, page, n_kv_heads, head_dim] and, for
+// MSA layers, index keys [n_pages, page, index_dim], all of the store's dtype: F32 (default) or
+// BF16 (half the bytes; rows are rounded to nearest even when written, see KvCache::write_kv).
+// Lightning layers keep nothing here (their fixed-size state lives with the sequence, in KvCache).
 //
 // Who owns one: a single-sequence KvCache makes a private store whose pages it maps 1:1 (the
 // identity block table); the serving engine makes ONE store for all sequences and hands out page
@@ -25,10 +26,13 @@ struct LayerCacheSpec {
 
 class PageStore {
  public:
-  PageStore(const std::vector<LayerCacheSpec>& specs, int64_t n_pages, int64_t page);
+  // kv_dtype: kF32 or kBF16, the dtype of every K/V and index-key page.
+  PageStore(const std::vector<LayerCacheSpec>& specs, int64_t n_pages, int64_t page,
+            DType kv_dtype = DType::kF32);
 
   int64_t n_pages() const { return n_pages_; }
   int64_t page() const { return page_; }
+  DType kv_dtype() const { return dtype_; }
   Tensor k(int il) const;   // [n_pages, page, n_kv_heads, head_dim]
   Tensor v(int il) const;   // [n_pages, page, n_kv_heads, head_dim]
   Tensor ik(int il) const;  // [n_pages, page, index_dim]
@@ -42,11 +46,13 @@ class PageStore {
   size_t bytes() const { return page_bytes() * size_t(n_pages_); }
 
   // The bytes one page costs for these layers (0 when no layer keeps K/V).
-  static size_t page_bytes(const std::vector<LayerCacheSpec>& specs, int64_t page);
+  static size_t page_bytes(const std::vector<LayerCacheSpec>& specs, int64_t page,
+                           DType kv_dtype = DType::kF32);
 
  private:
   std::vector<Buffer> k_, v_, ik_;  // indexed by layer; empty where the layer keeps no K/V
   int64_t n_pages_ = 0, page_ = 0;
+  DType dtype_ = DType::kF32;
 };
 
 }  // namespace mmx

@@ -39,6 +39,7 @@ struct PagedMemoryOptions {
   int64_t checkpoint_every = 0;  // lightning state snapshots (multiple of page; 0 = no lightning hits)
   int max_checkpoints = 2;       // per live sequence
   int max_state_snapshots = 8;   // lightning states kept for prefix hits (LRU)
+  DType kv_dtype = DType::kF32;  // K/V page storage: kF32 or kBF16 (half the bytes)
 };
 
 class PagedMemory {

@@ -9,9 +9,12 @@
 // Block-major paged KV layout (seed 003 §2.1, spec §5.6 "KV layout hints"): a page holds one
 // block of B consecutive tokens of one sequence, all KV heads, so one selected block is one
 // contiguous piece of memory:
-//   k_pages, v_pages: [n_pages, B, n_kv_heads, head_dim] F32
-//   ik_pages:         [n_pages, B, index_dim] F32 — the indexer's key (one per token, shared by
-//                     all index heads; post-norm, post-RoPE)
+//   k_pages, v_pages: [n_pages, B, n_kv_heads, head_dim] F32 or BF16 (both the same dtype)
+//   ik_pages:         [n_pages, B, index_dim] F32 or BF16 — the indexer's key (one per token,
+//                     shared by all index heads; post-norm, post-RoPE)
+// Pages may be F32 or BF16 (the KV cache's storage dtype, memory/page_store.h); a BF16 value is
+// widened to fp32 exactly on load (fp64 in ref), so BF16 pages give the result of F32 pages
+// holding the same (rounded) values. Everything else stays F32.
 //   block_table:      [n_blocks] I32 — logical block b (tokens bB .. bB+B-1 of the sequence)
 //                     lives in page block_table[b]; n_blocks >= ceil(n_keys / B), entries of
 //                     blocks b < ceil(n_keys / B) must be in [0, n_pages) (entries past that are
@@ -43,7 +46,7 @@ namespace mmx::ops {
 //              then the local block ⌊p/B⌋.
 // Each index head selects on its own (no reduction over heads).
 //   iq:        [n_q, G, index_dim] F32 — index queries, already normed and RoPE'd by the caller
-//   ik_pages:  [n_pages, B, index_dim] F32
+//   ik_pages:  [n_pages, B, index_dim] F32 or BF16
 //   block_table, positions, n_keys: as in the header
 //   selected:  [G, n_q, K] I32 out — K = selected.dim(2) >= 1; per (g, i) min(nvis, K) valid
 //              block ids as a prefix (the local block in the LAST valid slot), then -1 padding.
@@ -60,7 +63,7 @@ void msa_index_select(const Tensor& iq, const Tensor& ik_pages, const Tensor& bl
 //   { j : ⌊j/B⌋ in selected[g, i, :] and j <= p_i }
 // with softmax(scale · q·kᵀ) in fp32 (fp64 in ref).
 //   q:           [n_q, n_heads, head_dim] F32 (normed + RoPE'd)
-//   k_pages, v_pages: [n_pages, B, n_kv_heads, head_dim] F32
+//   k_pages, v_pages: [n_pages, B, n_kv_heads, head_dim] F32 or BF16 (the same dtype)
 //   block_table, positions, n_keys: as in the header
 //   selected:    [n_kv_heads, n_q, K] I32 — as produced by msa_index_select (index heads == KV
 //                heads): a prefix of >= 1 distinct block ids in [0, ⌊p_i/B⌋], then -1 padding;

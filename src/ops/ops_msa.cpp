@@ -29,6 +29,15 @@ void expect(const Tensor& t, DType dtype, std::initializer_list<int64_t> shape, 
             t.shape_str(), dtype_name(dtype), shape.size());
 }
 
+// KV / index-key pages: F32 or BF16 (the KV cache's storage dtype), shape as given.
+void expect_pages(const Tensor& t, std::initializer_list<int64_t> shape, const char* op,
+                  const char* name) {
+  MMX_CHECK(t.dtype == DType::kF32 || t.dtype == DType::kBF16,
+            "{}: {} is {} {}, but KV pages must be F32 or BF16", op, name, dtype_name(t.dtype),
+            t.shape_str());
+  expect(t, t.dtype, shape, op, name);
+}
+
 // selected [G, n_q, K]: per row a prefix of >= 1 distinct ids in [0, ⌊p_i/B⌋], then -1s.
 void selected_ids(const Tensor& selected, const Tensor& positions, int64_t B, const char* op) {
   const int64_t G = selected.dim(0), n_q = selected.dim(1), K = selected.dim(2);
@@ -87,7 +96,7 @@ void msa_index_select(const Tensor& iq, const Tensor& ik_pages, const Tensor& bl
             selected.shape_str());
   const int64_t n_q = iq.dim(0), G = iq.dim(1), d = iq.dim(2), K = selected.dim(2);
   expect(iq, DType::kF32, {n_q, G, d}, op, "iq");
-  expect(ik_pages, DType::kF32, {ik_pages.dim(0), ik_pages.dim(1), d}, op, "ik_pages");
+  expect_pages(ik_pages, {ik_pages.dim(0), ik_pages.dim(1), d}, op, "ik_pages");
   expect(positions, DType::kI32, {n_q}, op, "positions");
   expect(selected, DType::kI32, {G, n_q, K}, op, "selected");
   MMX_CHECK(K >= 1, "{}: K = {}", op, K);
@@ -102,8 +111,10 @@ void attention_paged(const Tensor& q, const Tensor& k_pages, const Tensor& v_pag
   const int64_t n_q = q.dim(0), n_heads = q.dim(1), d = q.dim(2);
   const int64_t n_pages = k_pages.dim(0), B = k_pages.dim(1), n_kvh = k_pages.dim(2);
   expect(q, DType::kF32, {n_q, n_heads, d}, op, "q");
-  expect(k_pages, DType::kF32, {n_pages, B, n_kvh, d}, op, "k_pages");
-  expect(v_pages, DType::kF32, {n_pages, B, n_kvh, d}, op, "v_pages");
+  expect_pages(k_pages, {n_pages, B, n_kvh, d}, op, "k_pages");
+  expect_pages(v_pages, {n_pages, B, n_kvh, d}, op, "v_pages");
+  MMX_CHECK(v_pages.dtype == k_pages.dtype, "{}: k_pages are {} but v_pages {} (one KV dtype)", op,
+            dtype_name(k_pages.dtype), dtype_name(v_pages.dtype));
   expect(positions, DType::kI32, {n_q}, op, "positions");
   expect(out, DType::kF32, {n_q, n_heads, d}, op, "out");
   MMX_CHECK(n_kvh > 0 && n_heads % n_kvh == 0, "{}: {} heads, {} kv heads", op, n_heads, n_kvh);
@@ -129,7 +140,7 @@ void msa_selection_stats(const Tensor& q, const Tensor& k_pages, const Tensor& b
   const int64_t n_q = q.dim(0), n_heads = q.dim(1), d = q.dim(2);
   const int64_t n_pages = k_pages.dim(0), B = k_pages.dim(1), n_kvh = k_pages.dim(2);
   expect(q, DType::kF32, {n_q, n_heads, d}, op, "q");
-  expect(k_pages, DType::kF32, {n_pages, B, n_kvh, d}, op, "k_pages");
+  expect_pages(k_pages, {n_pages, B, n_kvh, d}, op, "k_pages");
   expect(positions, DType::kI32, {n_q}, op, "positions");
   expect(selected, DType::kI32, {n_kvh, n_q, selected.dim(2)}, op, "selected");
   expect(recall, DType::kF32, {n_kvh, n_q}, op, "recall");

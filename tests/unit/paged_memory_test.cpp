@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -215,6 +216,71 @@ TEST(PagedMemory, RandomWorkloadKeepsIntegrity) {
     EXPECT_EQ(m.n_used(), 0);
     m.check_integrity({});
   }
+}
+
+// ---- BF16 pages (PageStore / KvCache kv_dtype = kBF16) ----
+
+uint16_t bf16_at(const Tensor& pages, int64_t e) { return pages.ptr<uint16_t>()[e]; }
+
+TEST(KvBf16, WriteRoundsToNearestEven) {
+  // One layer, 1 head x 4, pages of 4: position 5 is page 1, row 1.
+  KvCache kv({{LayerCacheSpec::kKv, 1, 4}}, 8, 0, 4, 4, DType::kBF16);
+  ASSERT_EQ(kv.k_pages(0).dtype, DType::kBF16);
+  // 1 + 2^-8 is halfway between 1 (0x3F80, even) and 1 + 2^-7 (0x3F81): ties go to even, down.
+  // 1 + 3·2^-8 is halfway between 0x3F81 (odd) and 0x3F82 (even): up. Just above a tie: up.
+  // -2 is exact (0xC000).
+  const float k[4] = {1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, 1.0f + 0x1p-8f + 0x1p-20f, -2.0f};
+  const float v[4] = {-k[0], -k[1], -k[2], -k[3]};
+  kv.write_kv(0, 5, Tensor(const_cast<float*>(k), DType::kF32, {1, 4}),
+              Tensor(const_cast<float*>(v), DType::kF32, {1, 4}));
+  const int64_t at = (1 * 4 + 1) * 4;
+  const uint16_t want[4] = {0x3F80, 0x3F82, 0x3F81, 0xC000};
+  for (int c = 0; c < 4; ++c) {
+    EXPECT_EQ(bf16_at(kv.k_pages(0), at + c), want[c]) << c;
+    EXPECT_EQ(bf16_at(kv.v_pages(0), at + c), uint16_t(want[c] ^ 0x8000)) << c;
+  }
+  EXPECT_EQ(bf16_at(kv.k_pages(0), at - 1), 0);  // nothing else written
+  EXPECT_EQ(bf16_at(kv.k_pages(0), at + 4), 0);
+}
+
+TEST(KvBf16, PageBytesHalve) {
+  const std::vector<LayerCacheSpec> specs = {
+      {LayerCacheSpec::kLinearState, 2, 8}, {LayerCacheSpec::kKv, 2, 8, 16}, {LayerCacheSpec::kKv, 4, 8}};
+  const PageStore f(specs, 6, 4), b(specs, 6, 4, DType::kBF16);
+  EXPECT_EQ(f.kv_dtype(), DType::kF32);
+  EXPECT_EQ(b.kv_dtype(), DType::kBF16);
+  const size_t f32_page = 4 * (2 * 2 * 8 + 16 + 2 * 4 * 8) * sizeof(float);
+  EXPECT_EQ(f.page_bytes(), f32_page);
+  EXPECT_EQ(b.page_bytes(), f32_page / 2);
+  EXPECT_EQ(b.bytes(), f.bytes() / 2);
+  EXPECT_EQ(PageStore::page_bytes(specs, 4), f32_page);
+  EXPECT_EQ(PageStore::page_bytes(specs, 4, DType::kBF16), f32_page / 2);
+  EXPECT_EQ(b.k(1).dtype, DType::kBF16);
+  EXPECT_EQ(b.ik(1).dtype, DType::kBF16);
+  const KvCache kf(specs, 10, 0, 4, 4), kb(specs, 10, 0, 4, 4, DType::kBF16);
+  EXPECT_EQ(kf.kv_dtype(), DType::kF32);  // the standalone default
+  EXPECT_EQ(kb.kv_bytes(), kf.kv_bytes() / 2);
+  EXPECT_EQ(kb.state_bytes(), kf.state_bytes());  // lightning states stay F32
+  PagedMemoryOptions o;
+  o.n_pages = 8;
+  o.page = kPage;
+  const PagedMemory mf(kv_only(), o);
+  o.kv_dtype = DType::kBF16;
+  const PagedMemory mb(kv_only(), o);
+  EXPECT_EQ(mb.bytes(), mf.bytes() / 2);
+}
+
+TEST(KvBf16, CopyPageCopiesBf16Rows) {
+  PageStore st({{LayerCacheSpec::kKv, 1, 2, 3}}, 3, 2, DType::kBF16);
+  KvCache kv(std::shared_ptr<PageStore>(&st, [](PageStore*) {}), {{LayerCacheSpec::kKv, 1, 2, 3}}, 0, 0);
+  kv.map_block(0, 2);
+  const float k[4] = {1.5f, -3.0f, 0.25f, 7.0f}, ik[6] = {1, 2, 3, 4, 5, 6};
+  kv.write_kv(0, 0, Tensor(const_cast<float*>(k), DType::kF32, {2, 2}),
+              Tensor(const_cast<float*>(k), DType::kF32, {2, 2}));
+  kv.write_ik(0, 0, Tensor(const_cast<float*>(ik), DType::kF32, {2, 3}));
+  st.copy_page(2, 0);
+  for (int e = 0; e < 4; ++e) EXPECT_EQ(bf16_to_f32(bf16_at(st.k(0), e)), k[e]) << e;
+  for (int e = 0; e < 6; ++e) EXPECT_EQ(bf16_to_f32(bf16_at(st.ik(0), e)), ik[e]) << e;
 }
 
 }  // namespace

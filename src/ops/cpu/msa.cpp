@@ -23,8 +23,15 @@
 //      chain over t).
 //   Dense == sparse with every visible block selected, bit for bit (same key list, same code).
 //
+// KV and index-key pages are F32 or BF16 (the KV cache's dtype): every kernel that reads a page
+// row is a template on the row's element type, and a BF16 row is widened to fp32 as it is loaded
+// (8 at a time: u16 -> u32, shift left 16; scalar tails likewise), so the F32 instantiation is the
+// plain code and BF16 pages give the same bits as F32 pages holding the same (rounded) values
+// (the scalar tails of head dims not a multiple of 8 use an explicit fma, so that both
+// instantiations round alike whatever the compiler would contract).
+//
 // Not here: splitting one query's keys over threads (flash-decoding; decode has n_kv_heads tasks
-// per query), tiling several queries over shared pages in prefill, reduced-precision KV.
+// per query), tiling several queries over shared pages in prefill, fp8 KV.
 #include "ops/cpu/msa.h"
 
 #include <omp.h>
@@ -52,6 +59,12 @@ constexpr int64_t kBlockChunk = 16;  // blocks per scoring task
 constexpr int64_t kKeyBlock = 8;
 constexpr int kPvHeads = 6;          // heads per P·V tile
 
+// 8 / 1 page values from a row of F32 or BF16, as fp32 (exact).
+inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 load8(const uint16_t* p) { return bf16x8_to_f32(p); }
+inline float load1(float x) { return x; }
+inline float load1(uint16_t h) { return bf16_to_f32_scalar(h); }
+
 // [Σ a0, Σ a1, Σ a2, Σ a3] (each the same hadd tree, so a dot's bits do not depend on its slot).
 inline __m128 hsum4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
   const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
@@ -64,9 +77,10 @@ inline float hmax4(__m128 v) {
   return _mm_cvtss_f32(v);
 }
 
-// out[r] = [q[r]·k[0], q[r]·k[1], q[r]·k[2], q[r]·k[3]] for r < R; all vectors of length d.
-template <int R>
-inline void dots4(const float* const* q, const float* const* k, int64_t d, __m128* out) {
+// out[r] = [q[r]·k[0], q[r]·k[1], q[r]·k[2], q[r]·k[3]] for r < R; all vectors of length d
+// (k: page rows, F32 or BF16).
+template <int R, typename KT>
+inline void dots4(const float* const* q, const KT* const* k, int64_t d, __m128* out) {
   __m256 acc[R][4];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
@@ -76,7 +90,7 @@ inline void dots4(const float* const* q, const float* const* k, int64_t d, __m12
   for (; c + 8 <= d; c += 8) {
     __m256 kv[4];
 #pragma GCC unroll 4
-    for (int u = 0; u < 4; ++u) kv[u] = _mm256_loadu_ps(k[u] + c);
+    for (int u = 0; u < 4; ++u) kv[u] = load8(k[u] + c);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const __m256 qv = _mm256_loadu_ps(q[r] + c);
@@ -91,7 +105,7 @@ inline void dots4(const float* const* q, const float* const* k, int64_t d, __m12
       alignas(16) float t[4];
       for (int u = 0; u < 4; ++u) {
         float s = 0.0f;
-        for (int64_t e = c; e < d; ++e) s += q[r][e] * k[u][e];
+        for (int64_t e = c; e < d; ++e) s = std::fma(q[r][e], load1(k[u][e]), s);  // same for F32/BF16
         t[u] = s;
       }
       out[r] = _mm_add_ps(out[r], _mm_load_ps(t));
@@ -103,8 +117,9 @@ inline void dots4(const float* const* q, const float* const* k, int64_t d, __m12
 
 // S[r * nb + b] for rows r in [r0, r1) and blocks b in [b0, b1) of one query chunk.
 //   q[r]: the row's index query; lim0[r] = p_r (absolute position of the row's query).
+template <typename T>
 void score_blocks(const float* const* q, const int64_t* pos, int64_t r0, int64_t r1, int64_t b0,
-                  int64_t b1, const float* ik, const int32_t* bt, int64_t B, int64_t d,
+                  int64_t b1, const T* ik, const int32_t* bt, int64_t B, int64_t d,
                   int64_t nb, float* S) {
   const __m128 neg_inf = _mm_set1_ps(-std::numeric_limits<float>::infinity());
   for (int64_t b = b0; b < b1; ++b) {
@@ -122,11 +137,11 @@ void score_blocks(const float* const* q, const int64_t* pos, int64_t r0, int64_t
       nk = std::max(nk, std::min(B, l + 1));
     }
     if (n_act == 0) continue;
-    const float* page = ik + int64_t(bt[b]) * B * d;
+    const T* page = ik + int64_t(bt[b]) * B * d;
     __m128 run[kRowTile];
     for (int a = 0; a < n_act; ++a) run[a] = neg_inf;
     for (int64_t k0 = 0; k0 < nk; k0 += 4) {
-      const float* kp[4];
+      const T* kp[4];
       alignas(16) float idx[4];
       for (int u = 0; u < 4; ++u) {
         const int64_t kk = std::min(k0 + u, nk - 1);  // a repeated key does not change a max
@@ -223,8 +238,8 @@ float softmax_inplace(float* p, int64_t n) {
 }
 
 // o[m][c, c + 8·NV) (+)= Σ_{t in [t0, t1)} p[m][t] · vr[t][c, c + 8·NV) for m < MR.
-template <int MR, int NV>
-inline void pv_tile(const float* const* p, const float* const* vr, int64_t t0, int64_t t1,
+template <int MR, int NV, typename VT>
+inline void pv_tile(const float* const* p, const VT* const* vr, int64_t t0, int64_t t1,
                     int64_t c, float* const* o, bool accumulate) {
   __m256 acc[MR][NV];
 #pragma GCC unroll 8
@@ -235,7 +250,7 @@ inline void pv_tile(const float* const* p, const float* const* vr, int64_t t0, i
   for (int64_t t = t0; t < t1; ++t) {
     __m256 vv[NV];
 #pragma GCC unroll 2
-    for (int u = 0; u < NV; ++u) vv[u] = _mm256_loadu_ps(vr[t] + c + 8 * u);
+    for (int u = 0; u < NV; ++u) vv[u] = load8(vr[t] + c + 8 * u);
 #pragma GCC unroll 8
     for (int m = 0; m < MR; ++m) {
       const __m256 pm = _mm256_broadcast_ss(p[m] + t);
@@ -249,8 +264,8 @@ inline void pv_tile(const float* const* p, const float* const* vr, int64_t t0, i
     for (int u = 0; u < NV; ++u) _mm256_storeu_ps(o[m] + c + 8 * u, acc[m][u]);
 }
 
-template <int MR>
-void pv_heads(const float* const* p, const float* const* vr, int64_t t0, int64_t t1, int64_t d,
+template <int MR, typename VT>
+void pv_heads(const float* const* p, const VT* const* vr, int64_t t0, int64_t t1, int64_t d,
               float* const* o, bool accumulate) {
   int64_t c = 0;
   for (; c + 16 <= d; c += 16) pv_tile<MR, 2>(p, vr, t0, t1, c, o, accumulate);
@@ -261,14 +276,15 @@ void pv_heads(const float* const* p, const float* const* vr, int64_t t0, int64_t
   for (; c < d; ++c)
     for (int m = 0; m < MR; ++m) {
       float a = accumulate ? o[m][c] : 0.0f;
-      for (int64_t t = t0; t < t1; ++t) a += p[m][t] * vr[t][c];
+      for (int64_t t = t0; t < t1; ++t) a = std::fma(p[m][t], load1(vr[t][c]), a);
       o[m][c] = a;
     }
 }
 
 // Softmax attention of the query heads q[0, nh) (rows of d) over the keys kr[0, n) / vr[0, n);
-// writes o[0, nh) (rows of d, contiguous).
-void attend(const float* q, int64_t nh, const float* const* kr, const float* const* vr, int64_t n,
+// writes o[0, nh) (rows of d, contiguous). T: the page rows' element type (float or bf16 bits).
+template <typename T>
+void attend(const float* q, int64_t nh, const T* const* kr, const T* const* vr, int64_t n,
             int64_t d, float scale, float* o) {
   // [nh][ns]: rows padded to an odd number of 64-byte lines, so the nh rows do not all map to
   // the same L1 sets (a row stride of a multiple of 4 KiB would, for n = 2048).
@@ -278,7 +294,7 @@ void attend(const float* q, int64_t nh, const float* const* kr, const float* con
   const __m128 sc = _mm_set1_ps(scale);
   // 1. scores
   for (int64_t t0 = 0; t0 < n; t0 += 4) {
-    const float* kp[4];
+    const T* kp[4];
     for (int u = 0; u < 4; ++u) kp[u] = kr[std::min(t0 + u, n - 1)];
     const bool full = t0 + 4 <= n;
     auto put = [&](int64_t h, __m128 v) {
@@ -362,7 +378,9 @@ void msa_index_select(const Tensor& iq, const Tensor& ik_pages, const Tensor& bl
   const int64_t K = selected.dim(2);
   const int32_t* bt = block_table.ptr<int32_t>();
   const int32_t* pos = positions.ptr<int32_t>();
-  const float* ik = ik_pages.f32();
+  const bool bf16 = ik_pages.dtype == DType::kBF16;
+  const float* ik = bf16 ? nullptr : ik_pages.f32();
+  const uint16_t* ik16 = bf16 ? ik_pages.ptr<uint16_t>() : nullptr;
   const int nt = threads();
   std::vector<float> S;
   std::vector<const float*> q;
@@ -391,7 +409,10 @@ void msa_index_select(const Tensor& iq, const Tensor& ik_pages, const Tensor& bl
         const int64_t rt = task / n_bc, bc = task % n_bc;
         const int64_t r0 = rt * kRowTile, r1 = std::min(n_rows, r0 + kRowTile);
         const int64_t b0 = bc * kBlockChunk, b1 = std::min(nb, b0 + kBlockChunk);
-        score_blocks(q.data(), rpos.data(), r0, r1, b0, b1, ik, bt, B, d, nb, S.data());
+        if (bf16)
+          score_blocks(q.data(), rpos.data(), r0, r1, b0, b1, ik16, bt, B, d, nb, S.data());
+        else
+          score_blocks(q.data(), rpos.data(), r0, r1, b0, b1, ik, bt, B, d, nb, S.data());
       }
 #pragma omp for schedule(static)
       for (int64_t r = 0; r < n_rows; ++r) {
@@ -403,9 +424,13 @@ void msa_index_select(const Tensor& iq, const Tensor& ik_pages, const Tensor& bl
   }
 }
 
-void attention_paged(const Tensor& q, const Tensor& k_pages, const Tensor& v_pages,
-                     const Tensor& block_table, const Tensor& positions, const Tensor& selected,
-                     float scale, Tensor& out) {
+namespace {
+
+// attention_paged over pages of element type T (float, or uint16_t holding bf16).
+template <typename T>
+void attention_paged_t(const Tensor& q, const T* k_pages_p, const T* v_pages_p, const Tensor& k_pages,
+                       const Tensor& block_table, const Tensor& positions, const Tensor& selected,
+                       float scale, Tensor& out) {
   const int64_t n_q = q.dim(0), n_heads = q.dim(1), d = q.dim(2);
   const int64_t B = k_pages.dim(1), n_kvh = k_pages.dim(2), group = n_heads / n_kvh;
   const int64_t row = n_kvh * d, page = B * row;  // floats between tokens / pages
@@ -417,14 +442,14 @@ void attention_paged(const Tensor& q, const Tensor& k_pages, const Tensor& v_pag
   for (int64_t task = 0; task < n_tasks; ++task) {
     const int64_t i = task / n_kvh, g = task % n_kvh, p = pos[i];
     thread_local std::vector<int32_t> blocks;
-    thread_local std::vector<const float*> kr, vr;
+    thread_local std::vector<const T*> kr, vr;
     blocks_of(selected, g, i, n_q, p / B, blocks);
     kr.clear();
     vr.clear();
     for (int32_t b : blocks) {
       const int64_t n_b = std::min(B, p - int64_t(b) * B + 1);
-      const float* kb = k_pages.f32() + int64_t(bt[b]) * page + g * d;
-      const float* vb = v_pages.f32() + int64_t(bt[b]) * page + g * d;
+      const T* kb = k_pages_p + int64_t(bt[b]) * page + g * d;
+      const T* vb = v_pages_p + int64_t(bt[b]) * page + g * d;
       for (int64_t t = 0; t < n_b; ++t) {
         kr.push_back(kb + t * row);
         vr.push_back(vb + t * row);
@@ -435,6 +460,18 @@ void attention_paged(const Tensor& q, const Tensor& k_pages, const Tensor& v_pag
   }
 }
 
+}  // namespace
+
+void attention_paged(const Tensor& q, const Tensor& k_pages, const Tensor& v_pages,
+                     const Tensor& block_table, const Tensor& positions, const Tensor& selected,
+                     float scale, Tensor& out) {
+  if (k_pages.dtype == DType::kBF16)
+    return attention_paged_t(q, k_pages.ptr<uint16_t>(), v_pages.ptr<uint16_t>(), k_pages,
+                             block_table, positions, selected, scale, out);
+  attention_paged_t(q, k_pages.f32(), v_pages.f32(), k_pages, block_table, positions, selected,
+                    scale, out);
+}
+
 void msa_selection_stats(const Tensor& q, const Tensor& k_pages, const Tensor& block_table,
                          const Tensor& positions, const Tensor& selected, float scale, int top_n,
                          Tensor& recall, Tensor& coverage) {
@@ -443,21 +480,28 @@ void msa_selection_stats(const Tensor& q, const Tensor& k_pages, const Tensor& b
   const int64_t K = selected.dim(2), row = n_kvh * d, page = B * row;
   const int32_t* bt = block_table.ptr<int32_t>();
   const int32_t* pos = positions.ptr<int32_t>();
+  const bool bf16 = k_pages.dtype == DType::kBF16;
+  const float* kf = bf16 ? nullptr : k_pages.f32();
+  const uint16_t* k16 = bf16 ? k_pages.ptr<uint16_t>() : nullptr;
   const int64_t n_tasks = n_q * n_kvh;
   const int nt = threads();
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (n_tasks > 1)
   for (int64_t task = 0; task < n_tasks; ++task) {
     const int64_t i = task / n_kvh, g = task % n_kvh, p = pos[i], nvis = p / B + 1;
+    std::vector<double> kd(static_cast<size_t>(d));  // key j, widened to double
     std::vector<double> s(size_t(group * (p + 1)));  // [group][p + 1] scaled logits, fp64
     for (int64_t j = 0; j <= p; ++j) {
-      const float* kj = k_pages.f32() + int64_t(bt[j / B]) * page + (j % B) * row + g * d;
+      const int64_t at = int64_t(bt[j / B]) * page + (j % B) * row + g * d;
+      for (int64_t c = 0; c < d; ++c)
+        kd[size_t(c)] = bf16 ? double(load1(k16[at + c])) : double(kf[at + c]);
+      const double* kj = kd.data();
       for (int64_t h = 0; h < group; ++h) {
         const float* qh = q.f32() + (i * n_heads + g * group + h) * d;
         double a[4] = {0, 0, 0, 0};
         int64_t c = 0;
         for (; c + 4 <= d; c += 4)
-          for (int u = 0; u < 4; ++u) a[u] += double(qh[c + u]) * double(kj[c + u]);
-        for (; c < d; ++c) a[0] += double(qh[c]) * double(kj[c]);
+          for (int u = 0; u < 4; ++u) a[u] += double(qh[c + u]) * kj[c + u];
+        for (; c < d; ++c) a[0] += double(qh[c]) * kj[c];
         s[size_t(h * (p + 1) + j)] = double(scale) * ((a[0] + a[1]) + (a[2] + a[3]));
       }
     }

@@ -177,6 +177,35 @@ TEST_P(EngineFamilies, SimultaneousSamePromptComputedOnce) {
   }
 }
 
+// BF16 KV pages (--kv-dtype bf16): batching, chunking, prefix hits and preemption stay exact
+// among BF16 runs (the rounding happens once, at the KV write, the same way in every schedule).
+TEST_P(EngineFamilies, Bf16PagesBatchedPreemptedEqualAlone) {
+  auto model = load_model(tiny_dir(GetParam()));
+  std::vector<std::vector<int32_t>> prompts;
+  const std::vector<int32_t> stem = prompt(24, 5);
+  for (int i = 0; i < 6; ++i) {
+    std::vector<int32_t> p = stem;
+    const std::vector<int32_t> tail = prompt(3 + 6 * i, 900 + uint64_t(i));
+    p.insert(p.end(), tail.begin(), tail.end());
+    prompts.push_back(p);
+  }
+  EngineOptions o = test_options(4096);
+  o.kv_dtype = DType::kBF16;
+  std::vector<Result> alone;
+  for (const auto& p : prompts) {
+    Engine e(*model, o);
+    alone.push_back(run_on(e, {p}, 10)[0]);
+  }
+  EngineOptions small = test_options(12);
+  small.kv_dtype = DType::kBF16;
+  const int64_t page = model->config().kv_page();
+  small.kv_pages = (96 + page - 1) / page;
+  Engine e(*model, small);
+  const std::vector<Result> got = run_on(e, prompts, 10);
+  EXPECT_GT(e.preemptions(), 0);
+  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(got[i].ids, alone[i].ids) << "request " << i;
+}
+
 // Everything at once: requests sharing prefixes, a pool small enough to preempt, chunked prefill,
 // and cancellations at random steps. Integrity holds after every step, the pool drains to zero,
 // and every request that was not cancelled produces exactly its tokens from a roomy run.

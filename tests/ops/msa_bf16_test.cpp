@@ -32,6 +32,7 @@
 #include "ops/msa.h"
 #include "ops/ops.h"
 #include "ops/ops_test_util.h"
+#include "msa_cases.h"
 
 namespace mmx::testing {
 namespace {
@@ -91,14 +92,6 @@ Buffer positions_of(const std::vector<int32_t>& p) {
   return b;
 }
 
-std::vector<int32_t> make_positions(int64_t T, int64_t n_q, bool decode, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<int32_t> p(static_cast<size_t>(n_q));
-  for (int64_t i = 0; i < n_q; ++i)
-    p[size_t(i)] = decode ? int32_t(std::max<int64_t>(T - n_q + i, 0))
-                          : int32_t(std::uniform_int_distribution<int64_t>(0, T - 1)(rng));
-  return p;
-}
 
 std::vector<int32_t> row_of(const Tensor& sel, int64_t g, int64_t i) {
   const int64_t n_q = sel.dim(1), K = sel.dim(2);
@@ -136,10 +129,7 @@ void expect_selection_matches(const Tensor& iq, const Pages& s, const Tensor& po
     }
 }
 
-struct Case {
-  int64_t B, K, T, n_heads, n_kvh, d, n_q;
-  bool decode;
-};
+using Case = testing::MsaAttnCase;
 
 void check_case(const Case& c, uint64_t seed) {
   SCOPED_TRACE(fmt::format("B={} K={} T={} heads={}/{} d={} n_q={} decode={}", c.B, c.K, c.T,
@@ -188,24 +178,7 @@ void check_case(const Case& c, uint64_t seed) {
 }
 
 TEST(MsaBf16, FastVsRefGrid) {
-  struct Shape {
-    int64_t n_heads, n_kvh, d, n_q;
-    bool decode;
-  };
-  const Shape shapes[] = {{1, 1, 8, 1, true},   {4, 1, 13, 5, false}, {6, 2, 32, 5, true},
-                          {8, 4, 8, 1, false},  {12, 2, 13, 5, true}, {6, 2, 32, 3, false},
-                          {4, 4, 32, 4, true}};
-  uint64_t seed = 7000;
-  size_t n = 0;
-  for (int64_t B : {4, 16, 128})
-    for (int64_t K : {1, 2, 3, 16}) {
-      const int64_t kb = K * B;
-      for (int64_t T : {int64_t(1), B + 1, kb, kb + B + 3, std::min<int64_t>(3 * kb + 5, 2500)})
-        for (int rep = 0; rep < 2; ++rep) {
-          const Shape& h = shapes[n++ % std::size(shapes)];
-          check_case({B, K, T, h.n_heads, h.n_kvh, h.d, h.n_q, h.decode}, seed += 7);
-        }
-    }
+  testing::for_each_msa_grid_case(7000, check_case);
 }
 
 TEST(MsaBf16, M3Shapes) {

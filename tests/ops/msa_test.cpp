@@ -26,6 +26,7 @@
 #include "ops/msa.h"
 #include "ops/ops.h"
 #include "ops/ops_test_util.h"
+#include "msa_cases.h"
 
 namespace mmx::testing {
 namespace {
@@ -382,19 +383,8 @@ TEST(MsaSelect, M3Shapes) {
   check_select({128, 16, 3000, 4, 70, false}, 128, 3);
 }
 
-struct AttnCase {
-  int64_t B, K, T, n_heads, n_kvh, d, n_q;
-  bool decode;
-};
+using AttnCase = testing::MsaAttnCase;
 
-std::vector<int32_t> make_positions(int64_t T, int64_t n_q, bool decode, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<int32_t> p(static_cast<size_t>(n_q));
-  for (int64_t i = 0; i < n_q; ++i)
-    p[size_t(i)] = decode ? int32_t(std::max<int64_t>(T - n_q + i, 0))
-                          : int32_t(std::uniform_int_distribution<int64_t>(0, T - 1)(rng));
-  return p;
-}
 
 void check_sparse(const AttnCase& c, uint64_t seed) {
   SCOPED_TRACE(fmt::format("B={} K={} T={} heads={}/{} d={} n_q={} decode={}", c.B, c.K, c.T,
@@ -430,26 +420,7 @@ void check_sparse(const AttnCase& c, uint64_t seed) {
 }
 
 TEST(MsaAttention, FastVsRefGrid) {
-  // Every (B, K, T) with a rotating set of (heads, head_dim, n_q, decode): GQA groups 1..6, head
-  // dims with vector tails, single and multi-query.
-  struct Shape {
-    int64_t n_heads, n_kvh, d, n_q;
-    bool decode;
-  };
-  const Shape shapes[] = {{1, 1, 8, 1, true},   {4, 1, 13, 5, false}, {6, 2, 32, 5, true},
-                          {8, 4, 8, 1, false},  {12, 2, 13, 5, true}, {6, 2, 32, 3, false},
-                          {4, 4, 32, 4, true}};
-  uint64_t seed = 5000;
-  size_t n = 0;
-  for (int64_t B : {4, 16, 128})
-    for (int64_t K : {1, 2, 3, 16}) {
-      const int64_t kb = K * B;
-      for (int64_t T : {int64_t(1), B + 1, kb, kb + B + 3, std::min<int64_t>(3 * kb + 5, 2500)})
-        for (int rep = 0; rep < 2; ++rep) {
-          const Shape& h = shapes[n++ % std::size(shapes)];
-          check_sparse({B, K, T, h.n_heads, h.n_kvh, h.d, h.n_q, h.decode}, seed += 7);
-        }
-    }
+  testing::for_each_msa_grid_case(5000, check_sparse);
 }
 
 TEST(MsaAttention, M3Shapes) {

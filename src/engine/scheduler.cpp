@@ -69,21 +69,25 @@ bool Engine::make_room(Req& r, int64_t& n, std::vector<Item>& batch) {
 
 std::vector<Engine::Item> Engine::schedule() {
   std::vector<Item> batch;
-  int64_t budget = opts_.max_batch_tokens;
+  // Tokens left in this step (a preempted sequence's chunk leaves the batch and gives them back).
+  auto budget = [&] {
+    int64_t used = 0;
+    for (const Item& it : batch) used += it.n;
+    return opts_.max_batch_tokens - used;
+  };
   // Decodes first, then prefill chunks. Iterate over a snapshot: preemption edits running_.
   for (bool decodes : {true, false}) {
     std::vector<Req*> order;
     for (auto& r : running_) order.push_back(r.get());
     for (Req* r : order) {
-      if (budget <= 0) break;
+      const int64_t left = budget();
+      if (left <= 0) break;
       if ((r->pending() == 1) != decodes || !r->mem.kv) continue;  // (preempted in this loop)
       // A chunk ends at the next lightning-state checkpoint (none without lightning layers), so
       // the fused forward never has to split a sequence.
       const KvCache& kv = *r->mem.kv;
-      int64_t n = std::min({budget, r->pending(), kv.next_checkpoint(kv.n_past()) - kv.n_past()});
-      if (!make_room(*r, n, batch)) continue;
-      batch.push_back({r, n});
-      budget -= n;
+      int64_t n = std::min({left, r->pending(), kv.next_checkpoint(kv.n_past()) - kv.n_past()});
+      if (make_room(*r, n, batch)) batch.push_back({r, n});
     }
   }
   return batch;

@@ -57,6 +57,7 @@ int64_t PagedMemory::open(SeqMemory& s, std::span<const int32_t> tokens) {
   for (size_t b = 0; b < ids.size(); ++b) s.kv->map_block(int64_t(b), ids[b]);
   s.kv->resume_at(usable, snap ? snap->states : std::vector<float>{});
   s.hashes = std::move(hashes);
+  s.exported = usable;  // its snapshot (if any) is the one just used
   return usable;
 }
 
@@ -105,13 +106,11 @@ void PagedMemory::commit(SeqMemory& s, std::span<const int32_t> tokens) {
     s.hashes.push_back(h);
   }
   if (!has_states_ || o_.max_state_snapshots <= 0) return;
-  for (int64_t p : kv.checkpoint_positions()) {
-    if (p <= 0 || p % B != 0 || p / B > int64_t(s.hashes.size())) continue;
+  for (int64_t p : kv.checkpoint_positions()) {  // only the new ones: commit runs every step
+    if (p <= s.exported || p % B != 0 || p / B > int64_t(s.hashes.size())) continue;
+    s.exported = p;
     const uint64_t h = s.hashes[size_t(p / B - 1)];
-    if (find_state(h, tokens.first(size_t(p)))) continue;
-    if (states_.count(h)) {  // a different prefix under the same hash: keep the old one
-      continue;
-    }
+    if (states_.count(h)) continue;  // already cached (or a colliding prefix: keep the old one)
     if (int(states_.size()) >= o_.max_state_snapshots) {
       states_.erase(state_lru_.front());
       state_lru_.pop_front();
@@ -128,6 +127,7 @@ void PagedMemory::release(SeqMemory& s) {
   for (int32_t id : s.kv->blocks()) pool_.decref(id);
   s.kv.reset();
   s.hashes.clear();
+  s.exported = 0;
 }
 
 void PagedMemory::check_integrity(std::span<const SeqMemory* const> live) const {

@@ -30,6 +30,7 @@ namespace mmx {
 struct SeqMemory {
   std::unique_ptr<KvCache> kv;   // null while the sequence holds no memory
   std::vector<uint64_t> hashes;  // chained hash of each committed full block, in order
+  int64_t exported = 0;          // newest lightning checkpoint already offered to the state cache
   int64_t n_past() const { return kv ? kv->n_past() : 0; }
 };
 

@@ -23,16 +23,7 @@ enum Slot { kX = 0, kH, kBranch, kMlp = 300 };
 class MiniMaxM3 final : public RowwiseModel {
  public:
   MiniMaxM3(ModelConfig cfg, ModelWeights w) : cfg_(std::move(cfg)), w_(std::move(w)) {
-    attn_.n_heads = cfg_.n_heads;
-    attn_.n_kv_heads = cfg_.n_kv_heads;
-    attn_.head_dim = cfg_.head_dim;
-    attn_.rotary_dim = cfg_.rotary_dim;
-    attn_.rope_theta = cfg_.rope_theta;
-    attn_.norm_eps = cfg_.norm_eps;
-    attn_.qk_norm = cfg_.use_qk_norm;
-    attn_.page = cfg_.kv_page();
-    attn_.index_dim = cfg_.msa.index_dim;
-    attn_.topk = cfg_.msa.topk;
+    attn_ = layers::msa_attention_params(cfg_);
     moe_ = layers::moe_params(cfg_);
     act_ = moe_.act;  // the dense MLP layers use the experts' activation
   }

@@ -21,6 +21,21 @@ void norm_heads(Tensor& x, const Buffer& gain, int dim, float eps) {
 }
 }  // namespace
 
+MsaAttentionParams msa_attention_params(const ModelConfig& c) {
+  MsaAttentionParams p;
+  p.n_heads = c.n_heads;
+  p.n_kv_heads = c.n_kv_heads;
+  p.head_dim = c.head_dim;
+  p.rotary_dim = c.rotary_dim;
+  p.rope_theta = c.rope_theta;
+  p.norm_eps = c.norm_eps;
+  p.qk_norm = c.use_qk_norm;
+  p.page = int(c.kv_page());
+  p.index_dim = c.msa.index_dim;
+  p.topk = c.msa.topk;
+  return p;
+}
+
 void attention_msa(const Tensor& h, const AttentionWeights& w, const MsaAttentionParams& p, bool sparse,
                    const SeqRows& rows, int il, Scratch& s, Tensor& out) {
   const int64_t n = h.dim(0), D = p.head_dim;

@@ -23,6 +23,9 @@ struct MsaAttentionParams {
   int index_dim = 0, topk = 0;  // sparse layers; index heads == n_kv_heads
 };
 
+// The MSA / dense paged attention parameters a config implies.
+MsaAttentionParams msa_attention_params(const ModelConfig& c);
+
 // h: [n_rows, d_model] normed layer input (all sequences' rows); out: [n_rows, d_model].
 // rows: which rows belong to which sequence (and cache), and their positions.
 // sparse: run the MSA index branch + block-sparse attention (w.iq/w.ik set), else dense paged.

@@ -49,6 +49,21 @@ struct Job {
   bool role_sent = false, finished = false;
 };
 
+// What a chat and a completion job share: identity, the parsed parameters, the prompt length.
+std::shared_ptr<Job> new_job(bool chat, std::string id, const ServedModel& m, const GenerationParams& params,
+                             int ping_ms, int64_t n_prompt) {
+  auto job = std::make_shared<Job>();
+  job->chat = chat;
+  job->id = std::move(id);
+  job->model = m.name;
+  job->created = int64_t(std::time(nullptr));
+  job->params = params;
+  job->tok = m.tokenizer;
+  job->ping_ms = ping_ms;
+  job->usage.prompt = n_prompt;
+  return job;
+}
+
 void send_json(httplib::Response& res, int status, const json& j) {
   res.status = status;
   res.set_content(j.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
@@ -384,16 +399,8 @@ void Server::handle_chat(const httplib::Request& req, httplib::Response& res) {
     if (p.dropped_reasoning_turns > 0) metrics_.count_dropped_reasoning(p.dropped_reasoning_turns);
     GenRequest g = make_gen_request(cr, p.ids, ctx, opts_.default_max_tokens, model_.eos_ids, "messages");
 
-    auto job = std::make_shared<Job>();
-    job->chat = true;
+    auto job = new_job(true, new_id("chatcmpl-"), model_, cr, opts_.stream_ping_ms, int64_t(p.ids.size()));
     job->split_reasoning = model_.format != chat::OutputFormat::kM2AppendThink;
-    job->id = new_id("chatcmpl-");
-    job->model = model_.name;
-    job->created = int64_t(std::time(nullptr));
-    job->params = cr;
-    job->tok = model_.tokenizer;
-    job->ping_ms = opts_.stream_ping_ms;
-    job->usage.prompt = int64_t(p.ids.size());
     job->usage.report_drop = opts_.drop_reasoning_over > 0;
     job->usage.dropped_turns = p.dropped_reasoning_turns;
     job->usage.prompt_before_drop = p.n_tokens_before_drop;
@@ -431,15 +438,7 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
     const int64_t ctx = engine_.context_limit();
     GenRequest g = make_gen_request(cr, ids, ctx, opts_.default_max_tokens, model_.eos_ids, "prompt");
 
-    auto job = std::make_shared<Job>();
-    job->chat = false;
-    job->id = new_id("cmpl-");
-    job->model = model_.name;
-    job->created = int64_t(std::time(nullptr));
-    job->params = cr;
-    job->tok = model_.tokenizer;
-    job->ping_ms = opts_.stream_ping_ms;
-    job->usage.prompt = int64_t(ids.size());
+    auto job = new_job(false, new_id("cmpl-"), model_, cr, opts_.stream_ping_ms, int64_t(ids.size()));
     const std::vector<std::string> stop = cr.stop;
     job->gen = std::make_unique<Generation>(engine_, metrics_, t0, model_.eos_ids,
                                             [stop, &tok](int) { return OutputStream(tok, stop, std::nullopt); });

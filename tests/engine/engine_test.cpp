@@ -173,7 +173,9 @@ TEST_P(EngineFamilies, SimultaneousSamePromptComputedOnce) {
   EXPECT_EQ(got[0].n_cached, 0);
   for (size_t i = 0; i < got.size(); ++i) {
     EXPECT_EQ(got[i].ids, alone[0].ids) << "request " << i;
-    if (i > 0) EXPECT_EQ(got[i].n_cached, usable) << "request " << i;
+    if (i > 0) {
+      EXPECT_EQ(got[i].n_cached, usable) << "request " << i;
+    }
   }
 }
 

@@ -61,7 +61,9 @@ void expect_rows(const SeqMemory& s, const std::vector<int32_t>& tokens) {
     }
   }
   for (int il = 0; il < kv.n_layers(); ++il)
-    if (kv.spec(il).kind == LayerCacheSpec::kLinearState) EXPECT_EQ(kv.state(il).f32()[0], state);
+    if (kv.spec(il).kind == LayerCacheSpec::kLinearState) {
+      EXPECT_EQ(kv.state(il).f32()[0], state);
+    }
 }
 
 std::vector<int32_t> seq(int n, int base) {

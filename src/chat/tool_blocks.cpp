@@ -8,6 +8,8 @@
 //   * M1 lines are stripped; `arguments` is re-serialised whatever its JSON type.
 #include "chat/tool_blocks.h"
 
+#include "base/json_nesting.h"
+
 namespace mmx::chat {
 
 namespace {
@@ -111,6 +113,7 @@ std::optional<std::vector<RawCall>> parse_m1_block(std::string_view body) {
     i = nl + 1;
     if (line.empty()) continue;
     if (line.front() != '{' || line.back() != '}') return std::nullopt;
+    if (json_nesting_depth(line) > 64) return std::nullopt;  // walked recursively by dump_py
     ojson j = ojson::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded() || !j.is_object()) return std::nullopt;
     auto name = j.find("name");

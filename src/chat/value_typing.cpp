@@ -2,6 +2,8 @@
 // Python-json.dumps-style writer. See value_typing.h for the rules and their vLLM origin.
 #include "chat/value_typing.h"
 
+#include "base/json_nesting.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -47,8 +49,12 @@ bool digit_part(std::string_view s, size_t& i, std::string& out) {
   return true;
 }
 
+constexpr int kMaxTypedDepth = 64;
+
 // A JSON value when `s` parses as JSON (any kind), else std::nullopt. Never throws.
+// Text nested deeper than kMaxTypedDepth stays a string: it would be walked recursively below.
 std::optional<ojson> try_json(std::string_view s) {
+  if (json_nesting_depth(s) > kMaxTypedDepth) return std::nullopt;
   ojson j = ojson::parse(s.begin(), s.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return std::nullopt;
   return j;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "base/json_nesting.h"
 #include "server/api_error.h"
 #include "tokenizer/unicode.h"
 
@@ -161,10 +162,17 @@ void check_messages(const ojson& msgs) {
       const ojson& tc = m["tool_calls"];
       if (role != "assistant" || !tc.is_array())
         bad_request(where + ".tool_calls must be an array on an assistant message", "messages");
-      for (const ojson& c : tc)
+      for (const ojson& c : tc) {
         if (!c.is_object() || !c.contains("function") || !c["function"].is_object() ||
             !c["function"].contains("name") || !c["function"]["name"].is_string())
           bad_request(where + ".tool_calls entries need function.name", "messages");
+        // The arguments string is parsed as JSON before rendering: the same depth limit as the body.
+        const ojson& args = c["function"].value("arguments", ojson());
+        if (args.is_string() && json_nesting_depth(args.get_ref<const std::string&>()) > kMaxJsonDepth)
+          bad_request(where + ".tool_calls[].function.arguments is nested deeper than " +
+                          std::to_string(kMaxJsonDepth) + " levels",
+                      "messages");
+      }
     }
   }
 }
@@ -179,32 +187,11 @@ void check_tools(const ojson& tools) {
   }
 }
 
-// Deepest [ / { nesting outside strings. JSON values are copied and destroyed recursively, so
-// a hostile body of a million '[' must be refused before it is parsed.
-int max_nesting(const std::string& s) {
-  int depth = 0, deepest = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < s.size(); ++i) {
-    const char c = s[i];
-    if (in_string) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      deepest = std::max(deepest, ++depth);
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return deepest;
-}
-
 }  // namespace
 
 ojson parse_body(const std::string& body) {
   if (!tok::utf8_is_valid(body)) bad_request("the request body is not valid UTF-8");
-  if (max_nesting(body) > kMaxJsonDepth)
+  if (json_nesting_depth(body) > kMaxJsonDepth)
     bad_request("the request body is nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
   ojson j = ojson::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) bad_request("the request body is not valid JSON");

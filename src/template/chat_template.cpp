@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "base/error.h"
+#include "base/json_nesting.h"
 
 namespace mmx {
 
@@ -119,7 +120,7 @@ std::string ChatTemplate::render(const json& messages, const json& tools, bool a
   return pick(tools, template_name).render(context(messages, tools, add_generation_prompt, extra_kwargs));
 }
 
-ChatTemplate::json parse_tool_call_arguments(const ChatTemplate::json& messages) {
+ChatTemplate::json parse_tool_call_arguments(const ChatTemplate::json& messages, int max_depth) {
   using json = ChatTemplate::json;
   json out = messages;
   if (!out.is_array()) return out;
@@ -129,7 +130,10 @@ ChatTemplate::json parse_tool_call_arguments(const ChatTemplate::json& messages)
       if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) continue;
       json& fn = call["function"];
       if (!fn.contains("arguments") || !fn["arguments"].is_string()) continue;
-      json parsed = json::parse(fn["arguments"].get<std::string>(), nullptr, /*allow_exceptions=*/false);
+      const std::string& text = fn["arguments"].get_ref<const std::string&>();
+      if (json_nesting_depth(text) > max_depth)
+        fail("tool_calls[].function.arguments is nested deeper than {} levels", max_depth);
+      json parsed = json::parse(text, nullptr, /*allow_exceptions=*/false);
       if (parsed.is_object()) fn["arguments"] = std::move(parsed);
     }
   }

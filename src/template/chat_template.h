@@ -57,6 +57,8 @@ class ChatTemplate {
 // OpenAI clients send tool_calls[].function.arguments as a JSON string; templates such as
 // MiniMax-M2's iterate it as a dict. Returns a copy of `messages` where every such string that
 // parses as a JSON object is replaced by that object (anything else is left as it is).
-nlohmann::ordered_json parse_tool_call_arguments(const nlohmann::ordered_json& messages);
+// Throws mmx::Error for an arguments string nested deeper than `max_depth` (it would be parsed,
+// copied and rendered recursively).
+nlohmann::ordered_json parse_tool_call_arguments(const nlohmann::ordered_json& messages, int max_depth = 64);
 
 }  // namespace mmx

@@ -275,6 +275,9 @@ std::string json_quote(const std::string& s, bool ensure_ascii) {
 }
 
 std::string to_json(const Value& v, const JsonOptions& opt, int depth, bool undefined_to_null) {
+  // Values can nest without bound (a list appended to itself, or a deep client JSON): refuse
+  // before the recursion exhausts the stack.
+  if (depth > kMaxToJsonDepth) fail("tojson: the value is nested deeper than {} levels", kMaxToJsonDepth);
   std::string item_sep = ", ", key_sep = ": ";
   if (opt.has_separators) {
     item_sep = opt.item_sep;

@@ -102,6 +102,8 @@ struct JsonOptions {
   std::string item_sep, key_sep;
 };
 // The reference's toJSON(); throws mmx::Error for functions, tuples and kwargs.
+// Deeper values are refused with an error (mmx::Error), never a stack overflow.
+constexpr int kMaxToJsonDepth = 256;
 std::string to_json(const Value& v, const JsonOptions& opt, int depth = 0, bool undefined_to_null = true);
 // JSON.stringify(string), optionally with \uXXXX escapes for code units >= 0x7f.
 std::string json_quote(const std::string& s, bool ensure_ascii);

@@ -327,6 +327,33 @@ TEST_F(ServerTest, ToolChoiceNoneAndNamedAndHistoryArgumentsAsStrings) {
   EXPECT_NE(prompt.find("<response>sunny</response>"), std::string::npos) << prompt;
 }
 
+// Hardening issue, finding 1 (reproduced on 0c34290: SIGSEGV, exit 139): a 40 KB assistant
+// message whose tool_calls[].function.arguments string nests 20,000 deep was parsed and rendered
+// by `tojson` recursively until the stack overflowed. Now a 400 naming messages, server healthy.
+TEST_F(ServerTest, HostileDeepToolCallArguments) {
+  start();
+  for (int depth : {20000, 65}) {
+    json msgs = json::array();
+    msgs.push_back({{"role", "user"}, {"content", "hi"}});
+    json call = {{"id", "c1"}, {"type", "function"},
+                 {"function", {{"name", "get_time"}, {"arguments", std::string(size_t(depth), '[') + std::string(size_t(depth), ']')}}}};
+    msgs.push_back({{"role", "assistant"}, {"content", nullptr}, {"tool_calls", json::array({call})}});
+    msgs.push_back({{"role", "tool"}, {"tool_call_id", "c1"}, {"content", "x"}});
+    auto r = post("/v1/chat/completions", json({{"messages", msgs}, {"tools", tools_json()}}).dump());
+    expect_error(r, 400, "deep arguments " + std::to_string(depth));
+    EXPECT_NE(r->body.find("nested deeper"), std::string::npos) << r->body;
+    EXPECT_EQ(json::parse(r->body)["error"]["param"], "messages");
+  }
+  // An object 60 deep is within the limit and renders.
+  std::string ok = "{\"a\": 1}";
+  for (int i = 0; i < 60; ++i) ok = "{\"a\": " + ok + "}";
+  json call = {{"id", "c1"}, {"type", "function"}, {"function", {{"name", "get_time"}, {"arguments", ok}}}};
+  json msgs = {{{"role", "user"}, {"content", "hi"}},
+               {{"role", "assistant"}, {"content", nullptr}, {"tool_calls", json::array({call})}},
+               {{"role", "tool"}, {"tool_call_id", "c1"}, {"content", "x"}}};
+  post_json("/v1/chat/completions", {{"messages", msgs}, {"tools", tools_json()}});
+}
+
 TEST_F(ServerTest, AppendThinkFormat) {
   format = chat::OutputFormat::kM2AppendThink;
   start();

@@ -125,4 +125,13 @@ TEST(Jinja, Errors) {
   EXPECT_THROW(R("{{ 'unterminated }}"), TemplateError);
   EXPECT_THROW(R("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}"), TemplateError);  // no stack overflow
   EXPECT_THROW(R("{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}"), TemplateError);
+  // tojson of a value deeper than kMaxToJsonDepth (a deep context value; a namespace holding
+  // itself) is an error, not a stack overflow (hardening issue, finding 1).
+  json deep = 1;
+  for (int i = 0; i < 300; ++i) deep = json::array({deep});
+  EXPECT_THROW(R("{{ x | tojson }}", {{"x", deep}}), TemplateError);
+  EXPECT_THROW(R("{% set ns = namespace(a=1) %}{% set ns.a = ns %}{{ ns | tojson }}"), TemplateError);
+  json shallow = 1;
+  for (int i = 0; i < 200; ++i) shallow = json::array({shallow});
+  EXPECT_EQ(R("{{ x | tojson }}", {{"x", shallow}}), std::string(200, '[') + "1" + std::string(200, ']'));
 }

@@ -10,6 +10,9 @@ PKGS=(
   python3 python3-numpy
   libpcre2-dev
   libcpp-httplib-dev
+  libopenblas-dev   # training GEMMs (src/train)
+  gnuplot-nox       # loss curves and benchmark plots as PNG
+  python3-torch     # the independent PyTorch gradient reference (tests/train)
 )
 # Node.js + npm run the reference tokenizer / template engine in the tests. Any node >= 18 will
 # do; install Debian's only when there is none (a machine may have one from elsewhere).

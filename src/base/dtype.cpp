@@ -13,6 +13,7 @@ size_t dtype_size(DType t) {
     case DType::kI32: return 4;
     case DType::kI64: return 8;
     case DType::kU8: return 1;
+    case DType::kF64: return 8;
   }
   return 0;
 }
@@ -26,6 +27,7 @@ std::string_view dtype_name(DType t) {
     case DType::kI32: return "I32";
     case DType::kI64: return "I64";
     case DType::kU8: return "U8";
+    case DType::kF64: return "F64";
   }
   return "?";
 }
@@ -34,7 +36,7 @@ bool dtype_from_name(std::string_view s, DType* out) {
   static const struct { std::string_view name; DType t; } kNames[] = {
       {"F32", DType::kF32},       {"F16", DType::kF16}, {"BF16", DType::kBF16},
       {"F8_E4M3", DType::kF8E4M3}, {"I32", DType::kI32}, {"I64", DType::kI64},
-      {"U8", DType::kU8},
+      {"U8", DType::kU8},         {"F64", DType::kF64},
   };
   for (const auto& n : kNames) {
     if (n.name == s) {

@@ -9,7 +9,7 @@
 
 namespace mmx {
 
-enum class DType : uint8_t { kF32, kF16, kBF16, kF8E4M3, kI32, kI64, kU8 };
+enum class DType : uint8_t { kF32, kF16, kBF16, kF8E4M3, kI32, kI64, kU8, kF64 };  // kF64: gradient dumps
 
 size_t dtype_size(DType t);               // bytes per element
 std::string_view dtype_name(DType t);     // "F32", "BF16", ... (safetensors spelling)

@@ -239,6 +239,49 @@ void write_tiny_text01(const TinyOptions& o) {
 
 }  // namespace
 
+std::string tiny_m2_config_json(const TinyOptions& o, int64_t bos_id, int64_t eos_id) {
+  const int64_t d = o.d_model, f = o.ffn_dim, V = o.vocab_size;
+  const bool fp8 = o.dtype == "fp8";
+  json cfg = {
+      {"architectures", {"MiniMaxM2ForCausalLM"}},
+      {"model_type", "minimax_m2"},
+      {"hidden_size", d},
+      {"num_hidden_layers", o.n_layers},
+      {"num_attention_heads", o.n_heads},
+      {"num_key_value_heads", o.n_kv_heads},
+      {"head_dim", o.head_dim},
+      {"rotary_dim", o.rotary_dim},
+      {"rope_theta", 10000.0},  // real M2: 5e6; smaller so RoPE is visible over a short test context
+      {"max_position_embeddings", o.max_position},
+      {"intermediate_size", f},
+      {"num_local_experts", o.n_experts},
+      {"num_experts_per_tok", o.n_experts_active},
+      {"shared_intermediate_size", 0},
+      {"scoring_func", "sigmoid"},
+      {"use_routing_bias", true},
+      {"use_qk_norm", true},
+      {"qk_norm_type", "per_layer"},
+      {"hidden_act", "silu"},
+      {"rms_norm_eps", 1e-6},
+      {"attn_type_list", std::vector<int>(o.n_layers, 1)},
+      {"use_mtp", false},
+      {"vocab_size", V},
+      {"tie_word_embeddings", false},
+      {"router_aux_loss_coef", 0.001},
+      {"router_jitter_noise", 0.0},
+      {"bos_token_id", bos_id},
+      {"eos_token_id", eos_id},
+      {"torch_dtype", o.dtype == "f32" ? "float32" : o.dtype == "f16" ? "float16" : "bfloat16"},
+  };
+  if (fp8)
+    cfg["quantization_config"] = {{"quant_method", "fp8"},
+                                  {"fmt", "float8_e4m3fn"},
+                                  {"activation_scheme", "dynamic"},
+                                  {"weight_block_size", {o.fp8_block, o.fp8_block}},
+                                  {"modules_to_not_convert", {"gate", "e_score_correction_bias", "lm_head"}}};
+  return cfg.dump(2) + "\n";
+}
+
 bool tiny_is_text01(const std::string& arch) {
   return arch == "minimax_text01" || arch == "minimax_m1";
 }
@@ -327,44 +370,7 @@ void write_tiny_checkpoint(const TinyOptions& o) {
   if (ec) fail("make-tiny: cannot create {}: {}", o.out_dir, ec.message());
   w.write((dir / "model.safetensors").string());
 
-  json cfg = {
-      {"architectures", {"MiniMaxM2ForCausalLM"}},
-      {"model_type", "minimax_m2"},
-      {"hidden_size", d},
-      {"num_hidden_layers", o.n_layers},
-      {"num_attention_heads", o.n_heads},
-      {"num_key_value_heads", o.n_kv_heads},
-      {"head_dim", o.head_dim},
-      {"rotary_dim", o.rotary_dim},
-      {"rope_theta", 10000.0},  // real M2: 5e6; smaller so RoPE is visible over a short test context
-      {"max_position_embeddings", o.max_position},
-      {"intermediate_size", f},
-      {"num_local_experts", o.n_experts},
-      {"num_experts_per_tok", o.n_experts_active},
-      {"shared_intermediate_size", 0},
-      {"scoring_func", "sigmoid"},
-      {"use_routing_bias", true},
-      {"use_qk_norm", true},
-      {"qk_norm_type", "per_layer"},
-      {"hidden_act", "silu"},
-      {"rms_norm_eps", 1e-6},
-      {"attn_type_list", std::vector<int>(o.n_layers, 1)},
-      {"use_mtp", false},
-      {"vocab_size", V},
-      {"tie_word_embeddings", false},
-      {"router_aux_loss_coef", 0.001},
-      {"router_jitter_noise", 0.0},
-      {"bos_token_id", tok.bos_id},
-      {"eos_token_id", tok.eos_id},
-      {"torch_dtype", o.dtype == "f32" ? "float32" : o.dtype == "f16" ? "float16" : "bfloat16"},
-  };
-  if (fp8)
-    cfg["quantization_config"] = {{"quant_method", "fp8"},
-                                  {"fmt", "float8_e4m3fn"},
-                                  {"activation_scheme", "dynamic"},
-                                  {"weight_block_size", {o.fp8_block, o.fp8_block}},
-                                  {"modules_to_not_convert", {"gate", "e_score_correction_bias", "lm_head"}}};
-  write_text(dir / "config.json", cfg.dump(2) + "\n");
+  write_text(dir / "config.json", tiny_m2_config_json(o, tok.bos_id, tok.eos_id));
   const json gen = {{"bos_token_id", tok.bos_id}, {"eos_token_id", tok.eos_id},
                     {"temperature", 1.0}, {"top_p", 0.95}, {"top_k", 40}};
   write_text(dir / "generation_config.json", gen.dump(2) + "\n");

@@ -57,6 +57,10 @@ bool tiny_is_text01(const std::string& arch);
 // text_config, language_model.* tensors, dummy vision tensors, MXFP8 = E4M3 + U8 E8M0 scales.
 void write_tiny_m3(const TinyOptions& opt);
 
+// The config.json text of a MiniMax-M2 checkpoint of shape `o` (real M2 keys, spec §4.1), with the
+// tokenizer's bos/eos ids. Also used by `mmx train` for the checkpoints it writes.
+std::string tiny_m2_config_json(const TinyOptions& o, int64_t bos_id, int64_t eos_id);
+
 // Writes config.json, generation_config.json, model.safetensors, tokenizer.json and
 // tokenizer_config.json into opt.out_dir (created if missing). Throws mmx::Error.
 void write_tiny_checkpoint(const TinyOptions& opt);

@@ -23,17 +23,7 @@ void add_make_tiny(CLI::App& app, Action& action) {
   c->add_option("--seed", o->seed, "Random seed");
   c->add_option("--fp8-block", o->fp8_block, "FP8 block size (weight_block_size [b, b]); real M2 uses 128")
       ->check(CLI::PositiveNumber);
-  c->add_option("--layers", o->n_layers, "Number of layers")->check(CLI::Range(1, 64));
-  c->add_option("--experts", o->n_experts, "Number of routed experts")->check(CLI::Range(1, 1024));
-  c->add_option("--top-k", o->n_experts_active, "Experts per token")->check(CLI::Range(1, 1024));
-  c->add_option("--vocab", o->vocab_size, "Vocabulary size")->check(CLI::Range(300, 1 << 20));
-  c->add_option("--hidden", o->d_model, "hidden_size")->check(CLI::Range(8, 1 << 16));
-  c->add_option("--heads", o->n_heads, "num_attention_heads")->check(CLI::Range(1, 1024));
-  c->add_option("--kv-heads", o->n_kv_heads, "num_key_value_heads")->check(CLI::Range(1, 1024));
-  c->add_option("--head-dim", o->head_dim, "head_dim")->check(CLI::Range(2, 1024));
-  c->add_option("--rotary-dim", o->rotary_dim, "rotary_dim (even, <= head_dim)")->check(CLI::Range(0, 1024));
-  c->add_option("--ffn", o->ffn_dim, "intermediate_size (per expert)")->check(CLI::Range(1, 1 << 16));
-  c->add_option("--max-pos", o->max_position, "max_position_embeddings")->check(CLI::Range(16, 1 << 24));
+  add_shape_options(c, o.get());
   c->add_flag("--synthetic", o->synthetic,
               "Fast approximate random values (for benchmark-sized checkpoints; not for numerics tests)");
   c->add_flag("--hf-keys", o->hf_keys,

@@ -1,5 +1,7 @@
 #include "common.h"
 
+#include "model/tiny.h"
+
 #include <charconv>
 #include <cstdio>
 #include <unistd.h>
@@ -48,6 +50,21 @@ void add_load_options(CLI::App* c, LoadOptions* o) {
                 "Lightning attention: chunk length of the blockwise prefill (default: the config's "
                 "block capped at 64, the fastest here). Changes rounding only")
       ->check(CLI::Range(1, 1 << 16));
+}
+
+void add_shape_options(CLI::App* c, TinyOptions* o, bool with_vocab) {
+  c->add_option("--layers", o->n_layers, "Number of layers")->check(CLI::Range(1, 64));
+  c->add_option("--experts", o->n_experts, "Number of routed experts")->check(CLI::Range(1, 1024));
+  c->add_option("--top-k", o->n_experts_active, "Experts per token")->check(CLI::Range(1, 1024));
+  if (with_vocab)
+    c->add_option("--vocab", o->vocab_size, "Vocabulary size")->check(CLI::Range(300, 1 << 20));
+  c->add_option("--hidden", o->d_model, "hidden_size")->check(CLI::Range(8, 1 << 16));
+  c->add_option("--heads", o->n_heads, "num_attention_heads")->check(CLI::Range(1, 1024));
+  c->add_option("--kv-heads", o->n_kv_heads, "num_key_value_heads")->check(CLI::Range(1, 1024));
+  c->add_option("--head-dim", o->head_dim, "head_dim")->check(CLI::Range(2, 1024));
+  c->add_option("--rotary-dim", o->rotary_dim, "rotary_dim (even, <= head_dim)")->check(CLI::Range(0, 1024));
+  c->add_option("--ffn", o->ffn_dim, "intermediate_size (per expert)")->check(CLI::Range(1, 1 << 16));
+  c->add_option("--max-pos", o->max_position, "max_position_embeddings")->check(CLI::Range(16, 1 << 24));
 }
 
 }  // namespace mmx::cli

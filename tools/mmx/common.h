@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "model/model.h"
+#include "model/tiny.h"
 
 namespace mmx::cli {
 
@@ -18,6 +19,11 @@ void progress_bar(int done, int total);
 
 // Loads a model for a command: progress bar, then "note: ..." lines for the config's warnings.
 std::unique_ptr<Model> load_for_cli(const std::string& dir, const LoadOptions& o);
+
+// The shape flags of make-tiny and train (--layers, --experts, --top-k, --vocab, --hidden, --heads,
+// --kv-heads, --head-dim, --rotary-dim, --ffn, --max-pos).
+// with_vocab = false leaves --vocab to the caller (train: the tokenizer's size).
+void add_shape_options(CLI::App* c, TinyOptions* o, bool with_vocab = true);
 
 // Adds the model-loading options (--lightning-block) to a subcommand.
 void add_load_options(CLI::App* c, LoadOptions* o);
@@ -32,5 +38,9 @@ void add_bench(CLI::App& app, Action& action);
 void add_tokenize(CLI::App& app, Action& action);       // cmd_tokenize.cpp: tokenize + detokenize
 void add_chat_template(CLI::App& app, Action& action);  // cmd_chat_template.cpp
 void add_serve(CLI::App& app, Action& action);          // cmd_serve.cpp: the HTTP server
+void add_train(CLI::App& app, Action& action);          // cmd_train.cpp
+void add_ppl(CLI::App& app, Action& action);            // cmd_ppl.cpp
+void add_grad(CLI::App& app, Action& action);           // cmd_grad.cpp: one batch's loss and gradients
+void add_train_tokenizer(CLI::App& app, Action& action);  // cmd_train_tokenizer.cpp: BPE training
 
 }  // namespace mmx::cli

@@ -17,6 +17,10 @@ int main(int argc, char** argv) {
   mmx::cli::add_tokenize(app, action);
   mmx::cli::add_chat_template(app, action);
   mmx::cli::add_serve(app, action);
+  mmx::cli::add_train_tokenizer(app, action);
+  mmx::cli::add_train(app, action);
+  mmx::cli::add_ppl(app, action);
+  mmx::cli::add_grad(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,53 @@
+// The training graph of a model family: forward with saved activations, then backward into the
+// ParamSet's gradients. One implementation per family (graph_m2.cpp, ...), the same math as the
+// inference forward (model/families/*) — tests/train/graph_test.cpp checks the logits agree.
+//
+// All activation buffers are sized once at construction for (max_seqs × seq_len) rows; a step
+// allocates nothing but per-call scratch inside kernels.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "model/config.h"
+#include "train/params.h"
+
+namespace mmx::train {
+
+// One micro-batch of n_seqs sequences of seq_len tokens each.
+struct TrainBatch {
+  int64_t n_seqs = 0;
+  int64_t seq_len = 0;
+  const int32_t* tokens = nullptr;     // [n_seqs, seq_len] input ids
+  const int32_t* targets = nullptr;    // [n_seqs, seq_len] next ids; -1 = not scored
+  const int32_t* positions = nullptr;  // [n_seqs, seq_len] RoPE positions; null = 0..seq_len-1
+  // [n_seqs, seq_len, seq_len]: vis[s][i][j] = 1 when token i of sequence s sees token j (a tree
+  // mask of merged rollouts); every token must see itself. null = causal.
+  const uint8_t* visibility = nullptr;
+};
+
+template <class T>
+class Graph {
+ public:
+  virtual ~Graph() = default;
+  // Forward + backward: returns Σ CE over the scored targets (nats) and ADDS grad_scale · dΣCE/dθ
+  // to params.grad (pass 1 / (scored targets of the whole optimizer batch): the global token
+  // normaliser, so micro-batch splits leave the gradient unchanged).
+  virtual double forward_backward(const TrainBatch& b, double grad_scale) = 0;
+  // Forward only: Σ CE over the scored targets; logits (optional): [n_seqs * seq_len, vocab].
+  virtual double forward(const TrainBatch& b, T* logits) = 0;
+  // Tokens routed to each expert by the forwards since the last call, per MoE layer, then reset:
+  // [n_layers][n_experts]. The aux-loss-free bias update reads it.
+  virtual std::vector<std::vector<int64_t>> take_expert_loads() = 0;
+};
+
+// Throws mmx::Error for a family the trainer does not support, or an invalid batch shape.
+template <class T>
+std::unique_ptr<Graph<T>> make_graph(const ModelConfig& cfg, ParamSet<T>& params, int64_t max_seqs, int64_t seq_len);
+
+// Checks the shape against the graph's capacity, token and target ids in range, and that every
+// token sees itself (any other visibility pattern is allowed). Throws mmx::Error.
+void check_batch(const ModelConfig& cfg, const TrainBatch& b, int64_t max_seqs, int64_t seq_len);
+
+}  // namespace mmx::train

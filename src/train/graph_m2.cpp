@@ -1,0 +1,341 @@
+// Training graph of MiniMax-M2 (spec §4.4; inference twin: model/families/minimax_m2.cpp):
+//   x  = embed(tokens)
+//   per layer: h1 = RMSNorm_in(x);  q,k,v = h1·Wq,k,vᵀ;  q,k = RMSNorm over the whole projection
+//              (QK-norm), partial NeoX RoPE;  x += Wo · attention(q, k, v; visibility)
+//              h2 = RMSNorm_post(x);  x += Σ_top-k w_e · expert_e(h2)   (sigmoid router + bias)
+//   logits = lm_head(RMSNorm_final(x));  loss = Σ CE(logits, targets)
+// Backward runs the same list in reverse; every step is one kernel of train/kernels.h.
+#include <cmath>
+#include <cstring>
+
+#include "base/error.h"
+#include "train/graph.h"
+#include "train/kernels.h"
+
+namespace mmx::train {
+
+namespace {
+
+template <class T>
+using Vec = std::vector<T>;
+
+// Saved activations of one layer; n = rows, E experts, k active.
+template <class T>
+struct LayerActs {
+  Vec<T> x_in, h1, r1;            // [n,d] [n,d] [n]
+  Vec<T> q_raw, k_raw, rq, rk;    // [n,qd] [n,kvd] [n] [n]: projections before QK-norm
+  Vec<T> q, k, v;                 // [n,qd] [n,kvd] [n,kvd]: after QK-norm + RoPE
+  Vec<T> p;                       // [n_seqs, n_heads, t, t] attention probabilities
+  Vec<T> att;                     // [n, qd] attention heads output
+  Vec<T> x_mid, h2, r2;           // [n,d] [n,d] [n]
+  Vec<T> logits, probs, w;        // [n,E] [n,E] [n,k] router
+  Vec<int32_t> ids;               // [n,k]
+  Vec<int32_t> count;             // [E+1] slot ranges per expert (prefix sums)
+  Vec<int32_t> slot_row, slot_j;  // [n*k] token row and top-k rank of each slot, grouped by expert
+  Vec<T> xe, g, u, a, ye;         // [n*k,d] [n*k,f] x3 [n*k,d]: expert inputs .. unscaled outputs
+};
+
+template <class T>
+class M2Graph final : public Graph<T> {
+ public:
+  M2Graph(const ModelConfig& c, ParamSet<T>& P, int64_t max_seqs, int64_t seq_len)
+      : c_(c), P_(P), max_seqs_(max_seqs), seq_len_(seq_len) {
+    const int64_t n = max_seqs * seq_len, d = c.d_model, qd = c.q_dim(), kvd = c.kv_dim();
+    const int64_t E = c.n_experts, k = c.n_experts_active, f = c.ffn_dim;
+    acts_.resize(size_t(c.n_layers));
+    for (LayerActs<T>& L : acts_) {
+      for (Vec<T>* v : {&L.x_in, &L.h1, &L.x_mid, &L.h2}) v->resize(size_t(n * d));
+      for (Vec<T>* v : {&L.r1, &L.r2, &L.rq, &L.rk}) v->resize(size_t(n));
+      for (Vec<T>* v : {&L.q_raw, &L.q, &L.att}) v->resize(size_t(n * qd));
+      for (Vec<T>* v : {&L.k_raw, &L.k, &L.v}) v->resize(size_t(n * kvd));
+      L.p.resize(size_t(max_seqs * c.n_heads * seq_len * seq_len));
+      L.logits.resize(size_t(n * E));
+      L.probs.resize(size_t(n * E));
+      L.w.resize(size_t(n * k));
+      L.ids.resize(size_t(n * k));
+      L.count.resize(size_t(E + 1));
+      L.slot_row.resize(size_t(n * k));
+      L.slot_j.resize(size_t(n * k));
+      L.xe.resize(size_t(n * k * d));
+      L.ye.resize(size_t(n * k * d));
+      for (Vec<T>* v : {&L.g, &L.u, &L.a}) v->resize(size_t(n * k * f));
+    }
+    x_.resize(size_t(n * d));
+    hf_.resize(size_t(n * d));
+    rf_.resize(size_t(n));
+    logits_.resize(size_t(n * c.vocab_size));
+    dx_.resize(size_t(n * d));
+    dh_.resize(size_t(n * d));
+    dq_.resize(size_t(n * qd));
+    dk_.resize(size_t(n * kvd));
+    dv_.resize(size_t(n * kvd));
+    dq_raw_.resize(size_t(n * qd));
+    dk_raw_.resize(size_t(n * kvd));
+    datt_.resize(size_t(n * qd));
+    drl_.resize(size_t(n * E));
+    dw_.resize(size_t(n * k));
+    dye_.resize(size_t(n * k * d));
+    dxe_.resize(size_t(n * k * d));
+    for (Vec<T>* v : {&da_, &dg_, &du_}) v->resize(size_t(n * k * f));
+    pos_.resize(size_t(n));
+    loads_.assign(size_t(c.n_layers), std::vector<int64_t>(size_t(E), 0));
+  }
+
+  double forward(const TrainBatch& b, T* logits) override {
+    run_forward(b);
+    const double loss =
+        cross_entropy<T>(logits_.data(), b.targets, b.n_seqs * b.seq_len, c_.vocab_size, 0.0, nullptr);
+    if (logits) std::memcpy(logits, logits_.data(), sizeof(T) * size_t(b.n_seqs * b.seq_len * c_.vocab_size));
+    return loss;
+  }
+
+  double forward_backward(const TrainBatch& b, double grad_scale) override {
+    run_forward(b);
+    const int64_t n = b.n_seqs * b.seq_len;
+    // The loss and dlogits in one pass (logits_ is overwritten by its gradient).
+    const double loss = cross_entropy<T>(logits_.data(), b.targets, n, c_.vocab_size, grad_scale, logits_.data());
+    run_backward(b);
+    return loss;
+  }
+
+  std::vector<std::vector<int64_t>> take_expert_loads() override {
+    auto out = loads_;
+    for (auto& l : loads_) std::fill(l.begin(), l.end(), 0);
+    return out;
+  }
+
+ private:
+  std::string lp(int il) const { return "model.layers." + std::to_string(il) + "."; }
+  std::string ep(int il, int e) const { return lp(il) + "block_sparse_moe.experts." + std::to_string(e) + "."; }
+
+  // Fills logits_ [n, V] and every saved activation.
+  void run_forward(const TrainBatch& b) {
+    check_batch(c_, b, max_seqs_, seq_len_);
+    const int64_t S = b.n_seqs, t = b.seq_len, n = S * t, d = c_.d_model, qd = c_.q_dim(), kvd = c_.kv_dim();
+    const int H = c_.n_heads, KH = c_.n_kv_heads, hd = c_.head_dim;
+    for (int64_t i = 0; i < n; ++i) pos_[size_t(i)] = b.positions ? b.positions[i] : int32_t(i % t);
+    embedding_fwd<T>(P_.p("model.embed_tokens.weight"), b.tokens, n, d, x_.data());
+    const double scale = 1.0 / std::sqrt(double(hd));
+    for (int il = 0; il < c_.n_layers; ++il) {
+      LayerActs<T>& L = acts_[size_t(il)];
+      const std::string p = lp(il);
+      std::memcpy(L.x_in.data(), x_.data(), sizeof(T) * size_t(n * d));
+      rms_norm_fwd<T>(x_.data(), P_.p(p + "input_layernorm.weight"), n, d, c_.norm_eps, L.h1.data(), L.r1.data());
+      linear_fwd<T>(L.h1.data(), P_.p(p + "self_attn.q_proj.weight"), n, d, qd, L.q_raw.data());
+      linear_fwd<T>(L.h1.data(), P_.p(p + "self_attn.k_proj.weight"), n, d, kvd, L.k_raw.data());
+      linear_fwd<T>(L.h1.data(), P_.p(p + "self_attn.v_proj.weight"), n, d, kvd, L.v.data());
+      if (c_.use_qk_norm) {
+        rms_norm_fwd<T>(L.q_raw.data(), P_.p(p + "self_attn.q_norm.weight"), n, qd, c_.norm_eps, L.q.data(), L.rq.data());
+        rms_norm_fwd<T>(L.k_raw.data(), P_.p(p + "self_attn.k_norm.weight"), n, kvd, c_.norm_eps, L.k.data(), L.rk.data());
+      } else {
+        L.q = L.q_raw;
+        L.k = L.k_raw;
+      }
+      rope<T>(L.q.data(), pos_.data(), n, H, hd, c_.rotary_dim, c_.rope_theta, false);
+      rope<T>(L.k.data(), pos_.data(), n, KH, hd, c_.rotary_dim, c_.rope_theta, false);
+      for (int64_t s = 0; s < S; ++s)
+        attention_fwd<T>(L.q.data() + s * t * qd, L.k.data() + s * t * kvd, L.v.data() + s * t * kvd,
+                         b.visibility ? b.visibility + s * t * t : nullptr, t, H, KH, hd, scale,
+                         L.att.data() + s * t * qd, L.p.data() + s * H * t * t);
+      // x += att · Woᵀ (dh_ as scratch for the branch output)
+      linear_fwd<T>(L.att.data(), P_.p(p + "self_attn.o_proj.weight"), n, qd, d, dh_.data());
+      for (int64_t i = 0; i < n * d; ++i) x_[size_t(i)] += dh_[size_t(i)];
+      std::memcpy(L.x_mid.data(), x_.data(), sizeof(T) * size_t(n * d));
+      rms_norm_fwd<T>(x_.data(), P_.p(p + "post_attention_layernorm.weight"), n, d, c_.norm_eps, L.h2.data(),
+                      L.r2.data());
+      moe_forward(il, n);
+    }
+    rms_norm_fwd<T>(x_.data(), P_.p("model.norm.weight"), n, d, c_.norm_eps, hf_.data(), rf_.data());
+    linear_fwd<T>(hf_.data(), P_.p("lm_head.weight"), n, d, c_.vocab_size, logits_.data());
+  }
+
+  void moe_forward(int il, int64_t n) {
+    LayerActs<T>& L = acts_[size_t(il)];
+    const std::string mp = lp(il) + "block_sparse_moe.";
+    const int E = c_.n_experts, k = c_.n_experts_active;
+    const int64_t d = c_.d_model, f = c_.ffn_dim;
+    linear_fwd<T>(L.h2.data(), P_.p(mp + "gate.weight"), n, d, E, L.logits.data());
+    const T* bias = c_.use_routing_bias ? P_.p(mp + "e_score_correction_bias") : nullptr;
+    router_sigmoid_fwd<T>(L.logits.data(), bias, n, E, k, L.ids.data(), L.w.data(), L.probs.data());
+    // Slots grouped by expert (ascending id, then token order), as model/layers/moe.cpp.
+    std::fill(L.count.begin(), L.count.end(), 0);
+    for (int64_t i = 0; i < n * k; ++i) ++L.count[size_t(L.ids[size_t(i)] + 1)];
+    for (int e = 0; e < E; ++e) {
+      loads_[size_t(il)][size_t(e)] += L.count[size_t(e + 1)];
+      L.count[size_t(e + 1)] += L.count[size_t(e)];
+    }
+    std::vector<int32_t> fill(L.count.begin(), L.count.end() - 1);
+    for (int64_t r = 0; r < n; ++r)
+      for (int j = 0; j < k; ++j) {
+        const int e = L.ids[size_t(r * k + j)];
+        L.slot_row[size_t(fill[size_t(e)])] = int32_t(r);
+        L.slot_j[size_t(fill[size_t(e)])] = j;
+        ++fill[size_t(e)];
+      }
+    for (int64_t s = 0; s < n * k; ++s)
+      std::memcpy(L.xe.data() + s * d, L.h2.data() + int64_t(L.slot_row[size_t(s)]) * d, sizeof(T) * size_t(d));
+    for (int e = 0; e < E; ++e) {
+      const int64_t b0 = L.count[size_t(e)], m = L.count[size_t(e + 1)] - b0;
+      if (m == 0) continue;
+      const std::string ex = ep(il, e);
+      linear_fwd<T>(L.xe.data() + b0 * d, P_.p(ex + "w1.weight"), m, d, f, L.g.data() + b0 * f);
+      linear_fwd<T>(L.xe.data() + b0 * d, P_.p(ex + "w3.weight"), m, d, f, L.u.data() + b0 * f);
+      glu_silu_fwd<T>(L.g.data() + b0 * f, L.u.data() + b0 * f, m * f, L.a.data() + b0 * f);
+      linear_fwd<T>(L.a.data() + b0 * f, P_.p(ex + "w2.weight"), m, f, d, L.ye.data() + b0 * d);
+    }
+    // x += Σ_slots w · rs · ye, in slot order (deterministic)
+    const T rs = T(c_.routed_scaling_factor);
+    for (int64_t s = 0; s < n * k; ++s) {
+      const int64_t r = L.slot_row[size_t(s)];
+      const T wgt = L.w[size_t(r * k + L.slot_j[size_t(s)])] * rs;
+      T* xr = x_.data() + r * d;
+      const T* y = L.ye.data() + s * d;
+      for (int64_t c = 0; c < d; ++c) xr[c] += wgt * y[c];
+    }
+  }
+
+  // logits_ holds dΣCE/dlogits · grad_scale on entry.
+  void run_backward(const TrainBatch& b) {
+    const int64_t S = b.n_seqs, t = b.seq_len, n = S * t, d = c_.d_model, qd = c_.q_dim(), kvd = c_.kv_dim();
+    const int H = c_.n_heads, KH = c_.n_kv_heads, hd = c_.head_dim;
+    const double scale = 1.0 / std::sqrt(double(hd));
+    std::fill(dx_.begin(), dx_.begin() + n * d, T(0));
+    std::fill(dh_.begin(), dh_.begin() + n * d, T(0));
+    linear_bwd<T>(logits_.data(), hf_.data(), P_.p("lm_head.weight"), n, d, c_.vocab_size, dh_.data(),
+                  P_.g("lm_head.weight"));
+    rms_norm_bwd<T>(dh_.data(), x_.data(), P_.p("model.norm.weight"), rf_.data(), n, d, dx_.data(),
+                    P_.g("model.norm.weight"));
+    for (int il = c_.n_layers - 1; il >= 0; --il) {
+      LayerActs<T>& L = acts_[size_t(il)];
+      const std::string p = lp(il);
+      // ---- MoE: x_out = x_mid + moe(h2) ----
+      std::fill(dh_.begin(), dh_.begin() + n * d, T(0));
+      moe_backward(il, n);
+      rms_norm_bwd<T>(dh_.data(), L.x_mid.data(), P_.p(p + "post_attention_layernorm.weight"), L.r2.data(), n, d,
+                      dx_.data(), P_.g(p + "post_attention_layernorm.weight"));
+      // ---- attention: x_mid = x_in + Wo · att ----
+      std::fill(datt_.begin(), datt_.begin() + n * qd, T(0));
+      linear_bwd<T>(dx_.data(), L.att.data(), P_.p(p + "self_attn.o_proj.weight"), n, qd, d, datt_.data(),
+                    P_.g(p + "self_attn.o_proj.weight"));
+      std::fill(dq_.begin(), dq_.begin() + n * qd, T(0));
+      std::fill(dk_.begin(), dk_.begin() + n * kvd, T(0));
+      std::fill(dv_.begin(), dv_.begin() + n * kvd, T(0));
+      for (int64_t s = 0; s < S; ++s)
+        attention_bwd<T>(datt_.data() + s * t * qd, L.q.data() + s * t * qd, L.k.data() + s * t * kvd,
+                         L.v.data() + s * t * kvd, L.p.data() + s * H * t * t, t, H, KH, hd, scale,
+                         dq_.data() + s * t * qd, dk_.data() + s * t * kvd, dv_.data() + s * t * kvd);
+      rope<T>(dq_.data(), pos_.data(), n, H, hd, c_.rotary_dim, c_.rope_theta, true);
+      rope<T>(dk_.data(), pos_.data(), n, KH, hd, c_.rotary_dim, c_.rope_theta, true);
+      const T *gq = dq_.data(), *gk = dk_.data();
+      if (c_.use_qk_norm) {
+        std::fill(dq_raw_.begin(), dq_raw_.begin() + n * qd, T(0));
+        std::fill(dk_raw_.begin(), dk_raw_.begin() + n * kvd, T(0));
+        rms_norm_bwd<T>(dq_.data(), L.q_raw.data(), P_.p(p + "self_attn.q_norm.weight"), L.rq.data(), n, qd,
+                        dq_raw_.data(), P_.g(p + "self_attn.q_norm.weight"));
+        rms_norm_bwd<T>(dk_.data(), L.k_raw.data(), P_.p(p + "self_attn.k_norm.weight"), L.rk.data(), n, kvd,
+                        dk_raw_.data(), P_.g(p + "self_attn.k_norm.weight"));
+        gq = dq_raw_.data();
+        gk = dk_raw_.data();
+      }
+      std::fill(dh_.begin(), dh_.begin() + n * d, T(0));
+      linear_bwd<T>(gq, L.h1.data(), P_.p(p + "self_attn.q_proj.weight"), n, d, qd, dh_.data(),
+                    P_.g(p + "self_attn.q_proj.weight"));
+      linear_bwd<T>(gk, L.h1.data(), P_.p(p + "self_attn.k_proj.weight"), n, d, kvd, dh_.data(),
+                    P_.g(p + "self_attn.k_proj.weight"));
+      linear_bwd<T>(dv_.data(), L.h1.data(), P_.p(p + "self_attn.v_proj.weight"), n, d, kvd, dh_.data(),
+                    P_.g(p + "self_attn.v_proj.weight"));
+      rms_norm_bwd<T>(dh_.data(), L.x_in.data(), P_.p(p + "input_layernorm.weight"), L.r1.data(), n, d, dx_.data(),
+                      P_.g(p + "input_layernorm.weight"));
+    }
+    embedding_bwd<T>(dx_.data(), b.tokens, n, d, P_.g("model.embed_tokens.weight"));
+  }
+
+  // dx_ = d(x_out) on entry; accumulates d(h2) into dh_.
+  void moe_backward(int il, int64_t n) {
+    LayerActs<T>& L = acts_[size_t(il)];
+    const std::string mp = lp(il) + "block_sparse_moe.";
+    const int E = c_.n_experts, k = c_.n_experts_active;
+    const int64_t d = c_.d_model, f = c_.ffn_dim;
+    const T rs = T(c_.routed_scaling_factor);
+    // out_r = Σ_j w_rj · rs · ye_slot:  dye_slot = w·rs·dx_r;  dw_rj = rs · <dx_r, ye_slot>
+    for (int64_t s = 0; s < n * k; ++s) {
+      const int64_t r = L.slot_row[size_t(s)], j = L.slot_j[size_t(s)];
+      const T* g = dx_.data() + r * d;
+      const T* y = L.ye.data() + s * d;
+      const T wgt = L.w[size_t(r * k + j)] * rs;
+      T dot = 0;
+      T* dy = dye_.data() + s * d;
+      for (int64_t c = 0; c < d; ++c) {
+        dy[c] = wgt * g[c];
+        dot += g[c] * y[c];
+      }
+      dw_[size_t(r * k + j)] = dot * rs;
+    }
+    std::fill(dxe_.begin(), dxe_.begin() + n * k * d, T(0));
+    for (int e = 0; e < E; ++e) {
+      const int64_t b0 = L.count[size_t(e)], m = L.count[size_t(e + 1)] - b0;
+      if (m == 0) continue;
+      const std::string ex = ep(il, e);
+      std::fill(da_.begin() + b0 * f, da_.begin() + (b0 + m) * f, T(0));
+      std::fill(dg_.begin() + b0 * f, dg_.begin() + (b0 + m) * f, T(0));
+      std::fill(du_.begin() + b0 * f, du_.begin() + (b0 + m) * f, T(0));
+      linear_bwd<T>(dye_.data() + b0 * d, L.a.data() + b0 * f, P_.p(ex + "w2.weight"), m, f, d, da_.data() + b0 * f,
+                    P_.g(ex + "w2.weight"));
+      glu_silu_bwd<T>(da_.data() + b0 * f, L.g.data() + b0 * f, L.u.data() + b0 * f, m * f, dg_.data() + b0 * f,
+                      du_.data() + b0 * f);
+      linear_bwd<T>(dg_.data() + b0 * f, L.xe.data() + b0 * d, P_.p(ex + "w1.weight"), m, d, f,
+                    dxe_.data() + b0 * d, P_.g(ex + "w1.weight"));
+      linear_bwd<T>(du_.data() + b0 * f, L.xe.data() + b0 * d, P_.p(ex + "w3.weight"), m, d, f,
+                    dxe_.data() + b0 * d, P_.g(ex + "w3.weight"));
+    }
+    for (int64_t s = 0; s < n * k; ++s) {  // slot order: deterministic
+      T* dst = dh_.data() + int64_t(L.slot_row[size_t(s)]) * d;
+      const T* src = dxe_.data() + s * d;
+      for (int64_t c = 0; c < d; ++c) dst[c] += src[c];
+    }
+    std::fill(drl_.begin(), drl_.begin() + n * E, T(0));
+    router_sigmoid_bwd<T>(dw_.data(), L.ids.data(), L.w.data(), L.probs.data(), n, E, k, drl_.data());
+    linear_bwd<T>(drl_.data(), L.h2.data(), P_.p(mp + "gate.weight"), n, d, E, dh_.data(), P_.g(mp + "gate.weight"));
+  }
+
+  const ModelConfig& c_;
+  ParamSet<T>& P_;
+  int64_t max_seqs_, seq_len_;
+  std::vector<LayerActs<T>> acts_;
+  Vec<T> x_, hf_, rf_, logits_;                       // residual stream [n,d]; final norm; logits [n,V]
+  Vec<T> dx_, dh_, dq_, dk_, dv_, dq_raw_, dk_raw_, datt_, drl_, dw_, dye_, dxe_, da_, dg_, du_;
+  Vec<int32_t> pos_;                                  // [n]
+  std::vector<std::vector<int64_t>> loads_;           // [n_layers][E]
+};
+
+}  // namespace
+
+void check_batch(const ModelConfig& c, const TrainBatch& b, int64_t max_seqs, int64_t seq_len) {
+  if (b.n_seqs < 1 || b.n_seqs > max_seqs || b.seq_len != seq_len)
+    fail("training batch: {} x {} tokens does not fit the graph's {} x {}", b.n_seqs, b.seq_len, max_seqs, seq_len);
+  const int64_t n = b.n_seqs * b.seq_len;
+  for (int64_t i = 0; i < n; ++i) {
+    if (b.tokens[i] < 0 || b.tokens[i] >= c.vocab_size)
+      fail("training batch: token id {} at row {} is outside the vocabulary [0, {})", b.tokens[i], i, c.vocab_size);
+    if (b.targets[i] < -1 || b.targets[i] >= c.vocab_size)
+      fail("training batch: target id {} at row {} is outside [-1, {})", b.targets[i], i, c.vocab_size);
+    if (b.positions && b.positions[i] < 0) fail("training batch: negative position at row {}", i);
+  }
+  if (b.visibility)
+    for (int64_t s = 0; s < b.n_seqs; ++s)
+      for (int64_t i = 0; i < b.seq_len; ++i)
+        if (!b.visibility[(s * b.seq_len + i) * b.seq_len + i])
+          fail("training batch: token {} of sequence {} does not see itself in the visibility mask", i, s);
+}
+
+template <class T>
+std::unique_ptr<Graph<T>> make_graph(const ModelConfig& cfg, ParamSet<T>& params, int64_t max_seqs, int64_t seq_len) {
+  if (max_seqs < 1 || seq_len < 1) fail("training: batch and sequence length must be >= 1");
+  param_layout(cfg);  // refuses unsupported families / options
+  return std::make_unique<M2Graph<T>>(cfg, params, max_seqs, seq_len);
+}
+
+template std::unique_ptr<Graph<float>> make_graph<float>(const ModelConfig&, ParamSet<float>&, int64_t, int64_t);
+template std::unique_ptr<Graph<double>> make_graph<double>(const ModelConfig&, ParamSet<double>&, int64_t, int64_t);
+
+}  // namespace mmx::train

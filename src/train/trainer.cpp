@@ -1,0 +1,326 @@
+#include "train/trainer.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "base/error.h"
+#include "model/config.h"
+#include "model/m2_chat_template.h"
+#include "model/safetensors.h"
+#include "ops/ops.h"
+#include "tokenizer/bpe_trainer.h"
+#include "tokenizer/tokenizer.h"
+#include "train/adamw.h"
+#include "train/data.h"
+#include "train/graph.h"
+#include "train/kernels.h"
+#include "train/params.h"
+
+namespace mmx::train {
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+std::string read_file(const std::string& path, const char* what) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) fail("cannot read the {} file {}", what, path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+void write_file(const fs::path& p, const std::string& s) {
+  std::ofstream f(p, std::ios::binary);
+  if (!f) fail("cannot write {}", p.string());
+  f << s;
+  if (!f) fail("error writing {}", p.string());
+}
+
+// The options a run is fixed by (train_state.json "run"); a resume reads them back.
+json run_json(const TrainOptions& o) {
+  const TinyOptions& s = o.shape;
+  return {{"arch", s.arch},         {"n_layers", s.n_layers},   {"d_model", s.d_model},
+          {"n_heads", s.n_heads},   {"n_kv_heads", s.n_kv_heads}, {"head_dim", s.head_dim},
+          {"rotary_dim", s.rotary_dim}, {"ffn_dim", s.ffn_dim}, {"n_experts", s.n_experts},
+          {"n_experts_active", s.n_experts_active}, {"vocab_size", s.vocab_size},
+          {"max_position", s.max_position}, {"data", o.data}, {"val", o.val}, {"seq_len", o.seq_len},
+          {"batch", o.batch}, {"micro_batch", o.micro_batch}, {"lr", o.lr}, {"min_lr_ratio", o.min_lr_ratio},
+          {"warmup", o.warmup}, {"weight_decay", o.weight_decay}, {"clip", o.clip}, {"bias_rate", o.bias_rate},
+          {"seed", o.seed}, {"eval_windows", o.eval_windows}, {"save_dtype", o.save_dtype}};
+}
+
+void apply_run_json(const json& j, TrainOptions& o) {
+  TinyOptions& s = o.shape;
+  s.arch = j.at("arch");
+  s.n_layers = j.at("n_layers");
+  s.d_model = j.at("d_model");
+  s.n_heads = j.at("n_heads");
+  s.n_kv_heads = j.at("n_kv_heads");
+  s.head_dim = j.at("head_dim");
+  s.rotary_dim = j.at("rotary_dim");
+  s.ffn_dim = j.at("ffn_dim");
+  s.n_experts = j.at("n_experts");
+  s.n_experts_active = j.at("n_experts_active");
+  s.vocab_size = j.at("vocab_size");
+  s.max_position = j.at("max_position");
+  o.data = j.at("data");
+  o.val = j.at("val");
+  o.seq_len = j.at("seq_len");
+  o.batch = j.at("batch");
+  o.micro_batch = j.at("micro_batch");
+  o.lr = j.at("lr");
+  o.min_lr_ratio = j.at("min_lr_ratio");
+  o.warmup = j.at("warmup");
+  o.weight_decay = j.at("weight_decay");
+  o.clip = j.at("clip");
+  o.bias_rate = j.at("bias_rate");
+  o.seed = j.at("seed");
+  o.eval_windows = j.at("eval_windows");
+  o.save_dtype = j.at("save_dtype");
+}
+
+// The tokenizer of a new run: copied from --tokenizer (with its tokenizer_config.json when it has
+// one beside it) or trained on the data. Writes both files into `out`.
+void make_tokenizer(const TrainOptions& o, const std::string& text, const fs::path& out) {
+  if (!o.tokenizer.empty()) {
+    const fs::path src = fs::is_directory(o.tokenizer) ? fs::path(o.tokenizer) / "tokenizer.json" : fs::path(o.tokenizer);
+    write_file(out / "tokenizer.json", read_file(src.string(), "tokenizer"));
+    const fs::path cfg = src.parent_path() / "tokenizer_config.json";
+    if (fs::exists(cfg)) write_file(out / "tokenizer_config.json", read_file(cfg.string(), "tokenizer config"));
+    return;
+  }
+  tok::BpeTrainOptions bo;
+  bo.vocab_size = o.vocab;
+  bo.chat_template = kM2ChatTemplate;
+  bo.model_max_length = o.shape.max_position;
+  if (!o.quiet) std::fprintf(stderr, "training a %d-token BPE tokenizer on %s ...\n", o.vocab, o.data.c_str());
+  const tok::TrainedTokenizer t = tok::train_bpe(text, bo);
+  write_file(out / "tokenizer.json", t.tokenizer_json);
+  write_file(out / "tokenizer_config.json", t.tokenizer_config_json);
+}
+
+void write_config(const TrainOptions& o, const tok::Tokenizer& tk, const fs::path& out) {
+  TinyOptions s = o.shape;
+  s.dtype = o.save_dtype;
+  const int64_t bos = tk.token_to_id("]~!b["), eos = tk.token_to_id("[e~[");
+  if (eos < 0) fail("the tokenizer has no end-of-text token [e~[ (a MiniMax-M2 tokenizer is needed)");
+  write_file(out / "config.json", tiny_m2_config_json(s, bos, eos));
+  const json gen = {{"bos_token_id", bos}, {"eos_token_id", eos}, {"temperature", 1.0}, {"top_p", 0.95},
+                    {"top_k", 40}};
+  write_file(out / "generation_config.json", gen.dump(2) + "\n");
+}
+
+void save_state(const fs::path& out, const ParamSet<float>& P, const AdamW& opt, int64_t step, int64_t tokens,
+                const TrainOptions& o) {
+  SafetensorsWriter w;
+  w.set_metadata("format", "mmx-train-state");
+  w.add("master", DType::kF32, {P.total()}, P.value.data(), size_t(P.total()) * 4);
+  w.add("adam_m", DType::kF32, {P.total()}, opt.m.data(), opt.m.size() * 4);
+  w.add("adam_v", DType::kF32, {P.total()}, opt.v.data(), opt.v.size() * 4);
+  w.write((out / "train_state.safetensors").string());
+  const json st = {{"step", step}, {"adam_t", opt.t}, {"tokens", tokens}, {"run", run_json(o)}};
+  write_file(out / "train_state.json", st.dump(2) + "\n");
+  save_params(out.string(), P, o.save_dtype == "f32" ? DType::kF32 : DType::kBF16);
+}
+
+void load_state(const fs::path& dir, ParamSet<float>& P, AdamW& opt) {
+  const TensorStore st = TensorStore::open((dir / "train_state.safetensors").string());
+  for (auto [name, dst] : {std::pair{"master", &P.value}, {"adam_m", &opt.m}, {"adam_v", &opt.v}}) {
+    const Tensor t = st.tensor(name);
+    if (t.dtype != DType::kF32 || t.numel() != int64_t(dst->size()))
+      fail("{}: '{}' does not match this model ({} values, expected {})", (dir / "train_state.safetensors").string(),
+           name, t.numel(), dst->size());
+    std::memcpy(dst->data(), t.data, dst->size() * 4);
+  }
+}
+
+// Loss curve (train and held-out) as PNG through gnuplot, when it is installed.
+void plot_loss(const fs::path& out, bool quiet) {
+  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) {
+    if (!quiet) std::fprintf(stderr, "note: gnuplot not found; loss.png not drawn (apt install gnuplot-nox)\n");
+    return;
+  }
+  const std::string script = fmt::format(
+      "set terminal png size 900,540\nset output '{0}/loss.png'\nset datafile separator ','\n"
+      "set xlabel 'step'\nset ylabel 'loss (nats/token)'\nset grid\n"
+      "plot '{0}/train_log.csv' every ::1 using 1:3 with lines lw 2 title 'train', \\\n"
+      "     '' every ::1 using 1:($5 > 0 ? $5 : 1/0) with linespoints pt 7 title 'held-out'\n",
+      out.string());
+  write_file(out / "loss.gnuplot", script);
+  const std::string cmd = "gnuplot '" + (out / "loss.gnuplot").string() + "' 2>/dev/null";
+  if (std::system(cmd.c_str()) != 0 && !quiet) std::fprintf(stderr, "note: gnuplot failed; loss.png not drawn\n");
+}
+
+std::string eta(double s) {
+  if (!(s >= 0) || s > 1e7) return "?";
+  const int64_t t = int64_t(s);
+  return t >= 3600 ? fmt::format("{}h{:02}m", t / 3600, t / 60 % 60) : fmt::format("{}m{:02}s", t / 60, t % 60);
+}
+
+}  // namespace
+
+TrainResult train_run(const TrainOptions& opt_in) {
+  TrainOptions o = opt_in;
+  const auto t0 = std::chrono::steady_clock::now();
+  int64_t start_step = 0, tokens_seen = 0, adam_t = 0;
+  if (!o.resume.empty()) {
+    const fs::path rd(o.resume);
+    if (!fs::exists(rd / "train_state.json"))
+      fail("--resume {}: no train_state.json there (was it written by `mmx train`?)", o.resume);
+    const json st = json::parse(read_file((rd / "train_state.json").string(), "train state"));
+    const int64_t want_steps = o.steps;
+    apply_run_json(st.at("run"), o);
+    o.steps = want_steps;
+    start_step = st.at("step");
+    tokens_seen = st.at("tokens");
+    adam_t = st.at("adam_t");
+    if (o.out.empty()) o.out = o.resume;
+    if (start_step >= o.steps) fail("--resume: the run is already at step {} (ask for more --steps)", start_step);
+  }
+  if (o.out.empty()) fail("mmx train: -o DIR is required");
+  if (o.shape.arch != "minimax_m2")
+    fail("mmx train: --arch {} is not trainable yet (supported: minimax_m2)", o.shape.arch);
+  if (o.micro_batch == 0) o.micro_batch = o.batch;
+  if (o.batch < 1 || o.seq_len < 2 || o.micro_batch < 1 || o.batch % o.micro_batch != 0)
+    fail("mmx train: need --batch >= 1, --seq-len >= 2, and --micro-batch dividing --batch");
+  if (o.steps < 1) fail("mmx train: --steps must be >= 1");
+  if (o.save_dtype != "bf16" && o.save_dtype != "f32") fail("mmx train: --save-dtype must be bf16 or f32");
+  set_n_threads(o.threads);
+
+  const fs::path out(o.out);
+  std::error_code ec;
+  fs::create_directories(out, ec);
+  if (ec) fail("cannot create {}: {}", o.out, ec.message());
+  const std::string text = read_file(o.data, "training data");
+  if (o.resume.empty() || o.out != o.resume) {
+    if (!o.resume.empty()) {
+      for (const char* f : {"tokenizer.json", "tokenizer_config.json", "train_log.csv"})
+        if (fs::exists(fs::path(o.resume) / f)) fs::copy_file(fs::path(o.resume) / f, out / f, fs::copy_options::overwrite_existing);
+    } else {
+      make_tokenizer(o, text, out);
+    }
+  }
+  const tok::Tokenizer tk = tok::Tokenizer::from_path((out / "tokenizer.json").string());
+  o.shape.vocab_size = tk.vocab_size();
+  if (o.seq_len > o.shape.max_position) o.shape.max_position = int(o.seq_len);
+  write_config(o, tk, out);
+  const ModelConfig cfg = load_config(o.out);
+
+  TokenData data = tokenize_corpus(tk, text, o.quiet ? nullptr : "training data");
+  if (data.size() < o.seq_len + 1)
+    fail("{}: only {} tokens, fewer than --seq-len + 1 = {}", o.data, data.size(), o.seq_len + 1);
+  TokenData val;
+  if (!o.val.empty()) val = tokenize_corpus(tk, read_file(o.val, "held-out data"), o.quiet ? nullptr : "held-out data");
+
+  ParamSet<float> P(param_layout(cfg));
+  AdamWConfig ac;
+  ac.weight_decay = o.weight_decay;
+  AdamW opt(ac, P.total());
+  if (start_step > 0) {
+    load_state(o.resume, P, opt);
+    opt.t = adam_t;
+  } else {
+    init_params(cfg, o.seed, P);
+  }
+  auto graph = make_graph<float>(cfg, P, o.micro_batch, o.seq_len);
+
+  // Log: keep the rows up to the resumed step.
+  std::vector<std::string> log_rows;
+  if (start_step > 0 && fs::exists(out / "train_log.csv")) {
+    std::istringstream in(read_file((out / "train_log.csv").string(), "log"));
+    std::string line;
+    std::getline(in, line);  // header
+    while (std::getline(in, line))
+      if (!line.empty() && std::stoll(line) <= start_step) log_rows.push_back(line);
+  }
+
+  auto evaluate = [&]() -> double {
+    if (val.size() < o.seq_len + 1) return -1;
+    const int64_t n_win = std::min<int64_t>(o.eval_windows, (val.size() - 1) / o.seq_len);
+    std::vector<int32_t> tokens, targets;
+    double sum = 0;
+    int64_t scored = 0;
+    for (int64_t w0 = 0; w0 < n_win; w0 += o.micro_batch) {
+      const int64_t nb = std::min(o.micro_batch, n_win - w0);
+      val.windows_in_order(w0, nb, o.seq_len, tokens, targets);
+      TrainBatch b{nb, o.seq_len, tokens.data(), targets.data(), nullptr, nullptr};
+      sum += graph->forward(b, nullptr);
+      scored += nb * o.seq_len;
+    }
+    graph->take_expert_loads();  // evaluation does not move the routing bias
+    return sum / double(scored);
+  };
+
+  TrainResult res;
+  std::vector<int32_t> tokens, targets;
+  const int64_t n_micro = o.batch / o.micro_batch, step_tokens = o.batch * o.seq_len;
+  double val_loss = -1;
+  const auto loop_t0 = std::chrono::steady_clock::now();
+  for (int64_t step = start_step; step < o.steps; ++step) {
+    const auto s0 = std::chrono::steady_clock::now();
+    P.zero_grad();
+    double loss_sum = 0;
+    for (int64_t mb = 0; mb < n_micro; ++mb) {
+      data.sample_windows(o.seed, step, mb * o.micro_batch, o.micro_batch, o.seq_len, tokens, targets);
+      TrainBatch b{o.micro_batch, o.seq_len, tokens.data(), targets.data(), nullptr, nullptr};
+      loss_sum += graph->forward_backward(b, 1.0 / double(step_tokens));  // the global token normaliser
+    }
+    const double gnorm = clip_grad_norm(P, o.clip);
+    const double lr = lr_schedule(step, o.steps, o.warmup, o.lr, o.min_lr_ratio);
+    opt.step(P, lr);
+    // Aux-loss-free balancing (DeepSeek-V3 §2.1.2, as MiniMax-M2's e_score_correction_bias):
+    // not a gradient step — each layer's bias moves by ±rate toward equal expert loads.
+    const auto loads = graph->take_expert_loads();
+    if (cfg.use_routing_bias)
+      for (int il = 0; il < cfg.n_layers; ++il) {
+        float* bias = P.p(fmt::format("model.layers.{}.block_sparse_moe.e_score_correction_bias", il));
+        double mean = 0;
+        for (int64_t l : loads[size_t(il)]) mean += double(l) / double(cfg.n_experts);
+        for (int e = 0; e < cfg.n_experts; ++e) {
+          const double diff = mean - double(loads[size_t(il)][size_t(e)]);
+          bias[e] += float(o.bias_rate * (diff > 0 ? 1.0 : diff < 0 ? -1.0 : 0.0));
+        }
+      }
+    tokens_seen += step_tokens;
+    const double loss = loss_sum / double(step_tokens);
+    const bool last = step + 1 == o.steps;
+    val_loss = -1;
+    if (last || (o.eval_every > 0 && (step + 1) % o.eval_every == 0)) val_loss = evaluate();
+    const double step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count();
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - loop_t0).count();
+    const double tps = double(tokens_seen - start_step * step_tokens) / std::max(elapsed, 1e-9);
+    log_rows.push_back(fmt::format("{},{:.6g},{:.6f},{:.6g},{:.6f},{},{:.3f},{:.1f}", step + 1, lr, loss, gnorm,
+                                   val_loss, tokens_seen, step_s, tps));
+    if (!o.quiet) {
+      const double left = double(o.steps - step - 1) * elapsed / double(step + 1 - start_step);
+      std::fprintf(stderr, "\rstep %lld/%lld  loss %.4f  lr %.2e  |g| %.3f  %.0f tok/s  ETA %s   ",
+                   (long long)(step + 1), (long long)o.steps, loss, lr, gnorm, tps, eta(left).c_str());
+      if (val_loss >= 0) std::fprintf(stderr, "\n  held-out loss %.4f (ppl %.2f)\n", val_loss, std::exp(val_loss));
+    }
+    res.last_loss = loss;
+    if (val_loss >= 0) res.val_loss = val_loss;
+    if (last || (o.save_every > 0 && (step + 1) % o.save_every == 0)) {
+      save_state(out, P, opt, step + 1, tokens_seen, o);
+      std::string csv = "step,lr,loss,grad_norm,val_loss,tokens,step_s,tokens_per_s\n";
+      for (const std::string& r : log_rows) csv += r + "\n";
+      write_file(out / "train_log.csv", csv);
+    }
+  }
+  if (!o.quiet) std::fprintf(stderr, "\n");
+  plot_loss(out, o.quiet);
+  res.steps = o.steps;
+  res.tokens = tokens_seen;
+  res.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return res;
+}
+
+}  // namespace mmx::train

@@ -1,0 +1,59 @@
+// The training loop behind `mmx train`: data → micro-batches → graph forward/backward → clip →
+// AdamW (+ the aux-loss-free routing-bias update) → log, evaluate, checkpoint, resume.
+//
+// A run directory holds an ordinary HF checkpoint (config.json, generation_config.json,
+// model.safetensors, tokenizer.json, tokenizer_config.json) that every other command loads, plus
+//   train_state.json          step, tokens seen, the options that fix the run, the log so far
+//   train_state.safetensors   f32 master weights, AdamW moments (exact resume)
+//   train_log.csv, loss.png   one row per step; the loss curve (gnuplot, when installed)
+// Data order is a pure function of (seed, step, micro-batch, row), so a resumed run draws the same
+// windows as an uninterrupted one; with the same thread count it is bitwise the same run.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "model/tiny.h"
+
+namespace mmx::train {
+
+struct TrainOptions {
+  TinyOptions shape;            // arch + shape flags (make-tiny's); vocab from the tokenizer
+  std::string data, val;        // UTF-8 text files; val optional
+  std::string tokenizer;        // tokenizer.json to use; "" = train one on `data`
+  int vocab = 4096;             // size of the tokenizer trained when `tokenizer` is ""
+  int64_t steps = 100;          // optimizer steps in total (a resumed run continues to this)
+  int64_t seq_len = 128;
+  int64_t batch = 8;            // sequences per optimizer step
+  int64_t micro_batch = 0;      // sequences per forward/backward (0 = batch); must divide batch
+  double lr = 3e-3;
+  double min_lr_ratio = 0.1;    // cosine floor, as a fraction of lr
+  int64_t warmup = 20;
+  double weight_decay = 0.1;
+  double clip = 1.0;            // global gradient-norm clip (0 = off)
+  double bias_rate = 1e-3;      // aux-loss-free routing-bias update rate (DeepSeek-V3's γ)
+  uint64_t seed = 1;
+  int64_t eval_every = 50;      // held-out loss every N steps (and at the end); 0 = only at the end
+  int64_t eval_windows = 32;    // held-out windows of seq_len tokens per evaluation
+  int64_t save_every = 0;       // checkpoint every N steps (0 = only at the end)
+  std::string save_dtype = "bf16";  // model.safetensors dtype: bf16 | f32 (master weights stay f32)
+  std::string out;              // run directory
+  std::string resume;           // continue the run saved in this directory ("" = a new run); its
+                                // train_state.json fixes shape, data, batch, lr, seed; `steps`
+                                // may extend it; `out` "" = the same directory
+  int threads = 0;              // 0 = all cores
+  bool quiet = false;           // no progress line (tests)
+};
+
+struct TrainResult {
+  int64_t steps = 0;
+  int64_t tokens = 0;        // training tokens seen
+  double last_loss = 0;      // mean CE of the last step (nats/token)
+  double val_loss = -1;      // last held-out mean CE (-1 when no val file)
+  double wall_s = 0;         // this invocation
+};
+
+// Throws mmx::Error with an actionable message on bad options, files or a mismatched resume.
+TrainResult train_run(const TrainOptions& o);
+
+}  // namespace mmx::train

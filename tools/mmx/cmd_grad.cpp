@@ -1,0 +1,85 @@
+// mmx grad: the training loss of one batch and every parameter's gradient, for the gradient checks
+// against the PyTorch reference (reference/torch_grad.py writes the same file layout).
+//   batch: .npy int [B, T+1]: inputs = [:, :-1], targets = [:, 1:] (-1 = not scored)
+//   mask:  .npy bool/uint8 [B, T, T] visibility (optional; default causal)
+//   out:   safetensors, F64: "loss" [1] = Σ CE / scored targets, and d loss / d θ under each
+//          trainable tensor's checkpoint name (the routing bias has no gradient and is left out)
+#include <cstdio>
+
+#include "base/error.h"
+#include "common.h"
+#include "model/config.h"
+#include "model/safetensors.h"
+#include "ops/ops.h"
+#include "train/graph.h"
+#include "train/kernels.h"
+#include "train/npy.h"
+#include "train/params.h"
+
+namespace mmx::cli {
+
+namespace {
+struct Opts {
+  std::string model, batch, mask, out, dtype = "f64";
+  int threads = 0;
+};
+
+template <class R>
+void run_grad(const Opts& o) {
+  const ModelConfig cfg = load_config(o.model);
+  train::ParamSet<R> P(train::param_layout(cfg));
+  train::load_params(o.model, P);
+  const train::NpyArray b = train::read_npy(o.batch);
+  if (b.shape.size() != 2 || b.shape[1] < 2) fail("{}: the batch must be [B, T+1] with T >= 1", o.batch);
+  const int64_t B = b.shape[0], T = b.shape[1] - 1;
+  std::vector<int32_t> tokens(size_t(B * T)), targets(size_t(B * T));
+  for (int64_t s = 0; s < B; ++s)
+    for (int64_t t = 0; t < T; ++t) {
+      tokens[size_t(s * T + t)] = int32_t(b.values[size_t(s * (T + 1) + t)]);
+      targets[size_t(s * T + t)] = int32_t(b.values[size_t(s * (T + 1) + t + 1)]);
+    }
+  std::vector<uint8_t> vis;
+  if (!o.mask.empty()) {
+    const train::NpyArray m = train::read_npy(o.mask);
+    if (m.shape != std::vector<int64_t>{B, T, T}) fail("{}: the mask must be [B, T, T] = [{}, {}, {}]", o.mask, B, T, T);
+    for (int64_t v : m.values) vis.push_back(v != 0);
+  }
+  int64_t scored = 0;
+  for (int32_t t : targets) scored += t >= 0;
+  if (scored == 0) fail("{}: no target is scored", o.batch);
+  auto graph = train::make_graph<R>(cfg, P, B, T);
+  train::TrainBatch tb{B, T, tokens.data(), targets.data(), nullptr, vis.empty() ? nullptr : vis.data()};
+  const double loss = graph->forward_backward(tb, 1.0 / double(scored)) / double(scored);
+  SafetensorsWriter w;
+  w.add("loss", DType::kF64, {1}, &loss, 8);
+  std::vector<double> g;
+  for (const train::ParamInfo& i : P.infos) {
+    if (!i.trainable) continue;
+    g.assign(P.grad.begin() + i.offset, P.grad.begin() + i.offset + i.numel);
+    w.add(i.name, DType::kF64, i.shape, g.data(), g.size() * 8);
+  }
+  w.write(o.out);
+  std::printf("loss=%.17g scored=%lld\n", loss, (long long)scored);
+}
+}  // namespace
+
+void add_grad(CLI::App& app, Action& action) {
+  auto o = std::make_shared<Opts>();
+  CLI::App* c = app.add_subcommand("grad", "Loss and parameter gradients of one batch (gradient checks)");
+  c->add_option("-m,--model", o->model, "Checkpoint directory")->required();
+  c->add_option("--batch", o->batch, ".npy int array [B, T+1] of token ids")->required();
+  c->add_option("--mask", o->mask, ".npy bool array [B, T, T]: token i sees token j");
+  c->add_option("--dtype", o->dtype, "Arithmetic: f64 (the double path) or f32 (the training path)")
+      ->check(CLI::IsMember({"f64", "f32"}));
+  c->add_option("-o,--out", o->out, "Output safetensors (F64)")->required();
+  c->add_option("-t,--threads", o->threads, "CPU threads (0 = all cores)");
+  c->callback([o, &action] {
+    action = [o] {
+      train::set_n_threads(o->threads);
+      if (o->dtype == "f64") run_grad<double>(*o);
+      else run_grad<float>(*o);
+    };
+  });
+}
+
+}  // namespace mmx::cli

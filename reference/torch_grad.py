@@ -3,14 +3,17 @@
 implementation in torch_models.py (a second opinion on the C++ gradients, issue 11).
 
   torch_grad.py -m DIR --batch FILE.npy [--dtype float64|float32] [--mask FILE.npy]
-                [--positions FILE.npy] [--index-loss-weight W] [--threads N] -o OUT.safetensors
+                [--positions FILE.npy | --depth-positions] [--index-loss-weight W]
+                [--threads N] -o OUT.safetensors
 
   --batch      int array [B, T+1]: inputs = batch[:, :-1], targets = batch[:, 1:]; a target of -1
                is ignored and not counted (an input -1 is embedded as token 0)
   --mask       bool (or 0/1) [T, T] or [B, T, T], True = query i may see key j; default causal.
                Must lie within the causal mask and have the diagonal set.
-  --positions  int [T] or [B, T] RoPE positions (and lightning decay distances); default 0..T-1,
-               or with --mask: the number of keys a token sees minus one (a tree's depth)
+  --positions  int [T] or [B, T] RoPE positions (and lightning decay distances); default 0..T-1
+               (also with --mask, as `mmx grad`)
+  --depth-positions  positions = the number of keys a token sees minus one (with --mask: the
+               depth of a token in a tree mask)
   --index-loss-weight W   M3 only: loss = ce + W · kl (MSA indexer KL, see torch_models.py);
                default 0 = CE only
   -o           safetensors file of F64 tensors: "loss" [1] (= the total loss), and for every
@@ -61,13 +64,18 @@ def load_npy(path, what):
 
 
 def compute(model_dir, batch, dtype=torch.float64, mask=None, positions=None,
-            index_loss_weight=0.0):
+            index_loss_weight=0.0, depth_positions=False):
     """-> (model, loss_total, ce, kl, {name: grad float64 numpy}) for numpy inputs."""
     model = load_model(model_dir, dtype)
     b = check_batch(batch, model.c.vocab)
     B, T = b.shape[0], b.shape[1] - 1
     m = check_mask(mask, B, T) if mask is not None else None
-    pos = make_positions(B, T, m, positions)
+    if depth_positions:
+        if positions is not None:
+            raise InputError("--positions and --depth-positions are exclusive")
+        if m is None:
+            m = check_mask(np.tril(np.ones((T, T), dtype=bool)), B, T)
+    pos = make_positions(B, T, m, positions, depth=depth_positions)
     if index_loss_weight and model.family != "m3":
         raise InputError("--index-loss-weight applies to MiniMax-M3 (MSA) checkpoints only")
     total, ce, kl = training_loss(model, b, m, pos, index_loss_weight)
@@ -87,6 +95,8 @@ def main(argv=None):
     ap.add_argument("--dtype", default="float64", choices=["float64", "float32"])
     ap.add_argument("--mask", help="bool .npy [T, T] or [B, T, T]")
     ap.add_argument("--positions", help="int .npy [T] or [B, T]")
+    ap.add_argument("--depth-positions", action="store_true",
+                    help="positions = keys a token sees - 1 (tree depth)")
     ap.add_argument("--index-loss-weight", type=float, default=0.0, metavar="W")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0 = default)")
     ap.add_argument("-o", "--out", required=True, help="output .safetensors")
@@ -103,7 +113,7 @@ def main(argv=None):
         pos = load_npy(args.positions, "--positions") if args.positions else None
         dtype = torch.float64 if args.dtype == "float64" else torch.float32
         model, total, ce, kl, grads = compute(args.model, batch, dtype, mask, pos,
-                                              args.index_loss_weight)
+                                              args.index_loss_weight, args.depth_positions)
         if not np.isfinite(total):
             print(f"{PROG}: error: loss is not finite ({total})", file=sys.stderr)
             return 1

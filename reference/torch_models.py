@@ -31,9 +31,11 @@ Visibility mask and positions (for RL tree packing):
   mask[b, i, j] = True: query i may see key j. Default: causal. A given mask must be a subset of
   the causal mask (j <= i) and have its diagonal set (each token sees itself).
   positions[b, i]: the RoPE position of token i, and for lightning layers the decay distance
-  between tokens i and j is positions[i] - positions[j]. Default: i (no mask) / the number of keys
-  token i sees minus one (a mask is given) -- for an ancestor-closed tree mask that is the depth,
-  so a branch of a tree computes exactly what it computes alone (tests/train/torch_ref_selftest.py).
+  between tokens i and j is positions[i] - positions[j]. Default: i = 0..T-1, with or without a
+  mask (as the C++ `mmx grad --mask` does). make_positions(..., depth=True) / torch_grad.py
+  --depth-positions give the number of keys token i sees minus one instead: for an
+  ancestor-closed tree mask that is the depth, and then a branch of a tree computes exactly what
+  it computes alone (tests/train/torch_ref_selftest.py).
   - Lightning attention (§3.5.3-4) is evaluated as ONE block covering the whole sequence (§3.5.4:
     "any block size, including the whole prompt as one block, gives the same math"):
         o_i = Σ_j mask[i, j] · λ_h^(pos_i - pos_j) · (q_i · k_j) v_j,   λ_h = exp(-s_h)
@@ -787,9 +789,9 @@ def check_mask(mask, B, T):
     return m
 
 
-def make_positions(B, T, mask=None, positions=None):
-    """LongTensor [B, T]: the given positions ([T] or [B, T], >= 0), else i without a mask and
-    (keys visible to i) - 1 with a mask (= depth for a tree mask)."""
+def make_positions(B, T, mask=None, positions=None, depth=False):
+    """LongTensor [B, T]: the given positions ([T] or [B, T], >= 0); else with depth=True (needs
+    the mask) the number of keys token i sees minus one (= its depth in a tree mask); else i."""
     if positions is not None:
         p = np.asarray(positions)
         if p.dtype.kind not in "iu":
@@ -801,14 +803,14 @@ def make_positions(B, T, mask=None, positions=None):
         if (p < 0).any():
             raise InputError("positions must be >= 0")
         return torch.from_numpy(np.ascontiguousarray(p.astype(np.int64)))
-    if mask is None:
-        return torch.arange(T).expand(B, T).clone()
-    return mask.sum(-1).to(torch.int64) - 1
+    if depth and mask is not None:
+        return mask.sum(-1).to(torch.int64) - 1
+    return torch.arange(T).expand(B, T).clone()
 
 
 def training_loss(model, batch, mask=None, positions=None, index_loss_weight=0.0, trace=None):
     """The training-loss contract of the module doc. batch: LongTensor [B, T+1]; mask: BoolTensor
-    [B, T, T] or None (causal); positions: LongTensor [B, T] or None (make_positions default).
+    [B, T, T] or None (causal); positions: LongTensor [B, T] or None (0..T-1).
     Returns (loss_total, ce, kl or None) as tensors of the model dtype."""
     return sequence_loss(model, batch[:, :-1], batch[:, 1:], mask, positions, index_loss_weight,
                          trace=trace)

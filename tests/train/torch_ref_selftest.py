@@ -13,9 +13,9 @@ reference/torch_grad.py), on fresh tiny checkpoints from `mmx make-tiny`, all in
       (top-k experts, MSA blocks) is skipped. M3: index_* tensors against the FD of
       ce + W·kl (W = 0.5); all other gradients unchanged by W (indexer input / teacher detached).
   (c) tree mask: a prefix shared by two branches, packed with a visibility mask and positions =
-      depth (the default), gives each branch's logits, loss and (summed) gradients equal to running
-      the branches alone as separate sequences (M3: block-aligned branches in the sparse regime,
-      and the indexer KL too).
+      depth (make_positions(depth=True)), gives each branch's logits, loss and (summed)
+      gradients equal to running the branches alone as separate sequences (M3: block-aligned
+      branches in the sparse regime, and the indexer KL too).
   plus torch_grad.py's CLI: output names / shapes / values, and exit code 2 on bad input.
 
   torch_ref_selftest.py [--mmx build/tools/mmx] [--work DIR] [--seed S]
@@ -312,7 +312,7 @@ def tree_case(model, arch, rng, w):
             mask[i, j] = j < P or (in_a_i and in_a_j) or (in_b_i and in_b_j)
     mask = mask[None]
     depth = torch.tensor(list(range(P + A)) + list(range(P, P + Bn)))[None]
-    pos = tm.make_positions(1, N, mask)
+    pos = tm.make_positions(1, N, mask, depth=True)
     inp = torch.as_tensor(np.concatenate([pre, a, b]).astype(np.int64))[None]
     tgt = torch.as_tensor(np.concatenate([pre[1:], a[:1], a[1:], [ta], b[1:], [tb]])
                           .astype(np.int64))[None]
@@ -352,9 +352,9 @@ def tree_case(model, arch, rng, w):
     rows_b = torch.zeros(1, N, dtype=torch.bool)
     rows_b[:, P + A:] = True
     rows_a = ~rows_b
-    _, ce_ta, kl_ta, _ = summed(inp, tgt_a_only, mask, None, rows_a)
-    _, ce_tb, kl_tb, _ = summed(inp, tgt_b_only, mask, None, rows_b)
-    s_t, _, _, g_t = summed(inp, tgt, mask, None, rows_all)
+    _, ce_ta, kl_ta, _ = summed(inp, tgt_a_only, mask, pos, rows_a)
+    _, ce_tb, kl_tb, _ = summed(inp, tgt_b_only, mask, pos, rows_b)
+    s_t, _, _, g_t = summed(inp, tgt, mask, pos, rows_all)
     s_a, ce_a, kl_a, g_a = summed(inA, tgA, None, None, torch.ones(1, P + A, dtype=torch.bool))
     s_b, ce_b, kl_b, g_b = summed(inB, tgB, None, None, klB_rows)
     out["loss, branch A"] = abs(ce_ta - ce_a) / abs(ce_a)
@@ -460,7 +460,8 @@ def check_cli_errors(ck, d_m2, d_m3, work, T):
         r = run_grad(a + ["-o", os.path.join(work, "err_out.safetensors")])
         ck(r.returncode == 2 and "error" in r.stderr, f"exit 2 on bad input: {what}",
            r.stderr.strip().splitlines()[-1][:100] if r.stderr.strip() else f"rc={r.returncode}")
-    # a tree mask through the CLI: default positions == explicit depth positions
+    # a tree mask through the CLI: --depth-positions == --positions (keys seen - 1);
+    # the default is 0..T-1 == --positions 0..T-1
     mt = np.tril(np.ones((T, T), dtype=bool))
     mt[T // 2:, 2:T // 2] = False                       # rows >= T/2 skip keys 2..T/2-1
     mpath = os.path.join(work, "tree_mask.npy")
@@ -468,12 +469,22 @@ def check_cli_errors(ck, d_m2, d_m3, work, T):
     ppath = os.path.join(work, "tree_pos.npy")
     np.save(ppath, (mt.sum(-1) - 1).astype(np.int32))
     o1, o2 = os.path.join(work, "tm1.safetensors"), os.path.join(work, "tm2.safetensors")
-    r1 = run_grad(["-m", d_m2, "--batch", good, "--mask", mpath, "-o", o1])
+    r1 = run_grad(["-m", d_m2, "--batch", good, "--mask", mpath, "--depth-positions", "-o", o1])
     r2 = run_grad(["-m", d_m2, "--batch", good, "--mask", mpath, "--positions", ppath, "-o", o2])
     ok = r1.returncode == 0 and r2.returncode == 0
     ck(ok and Checkpoint(o1).get_f64("loss")[0] == Checkpoint(o2).get_f64("loss")[0],
-       "CLI --mask: default positions == --positions (keys seen - 1)",
+       "CLI --mask: --depth-positions == --positions (keys seen - 1)",
        (r1.stderr + r2.stderr).strip()[-200:])
+    apath = os.path.join(work, "arange_pos.npy")
+    np.save(apath, np.arange(T, dtype=np.int32))
+    o3, o4 = os.path.join(work, "tm3.safetensors"), os.path.join(work, "tm4.safetensors")
+    r3 = run_grad(["-m", d_m2, "--batch", good, "--mask", mpath, "-o", o3])
+    r4 = run_grad(["-m", d_m2, "--batch", good, "--mask", mpath, "--positions", apath, "-o", o4])
+    ok = r3.returncode == 0 and r4.returncode == 0
+    l3 = Checkpoint(o3).get_f64("loss")[0] if ok else None
+    ck(ok and l3 == Checkpoint(o4).get_f64("loss")[0] and l3 != Checkpoint(o1).get_f64("loss")[0],
+       "CLI --mask: default positions == --positions 0..T-1 (and differ from depth here)",
+       (r3.stderr + r4.stderr).strip()[-200:])
 
 
 # --------------------------------------------------------------------------------------------
@@ -549,7 +560,8 @@ def main(argv=None):
 
             # (c) tree mask
             res = tree_case(model, arch, rng, w)
-            ck(res.pop("positions are the depth"), f"{arch} tree: default positions == depth")
+            ck(res.pop("positions are the depth"),
+               f"{arch} tree: make_positions(depth=True) == depth")
             for name, val in res.items():
                 ck.value(f"{arch} tree: {name}", val, 1e-10)
 

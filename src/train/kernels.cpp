@@ -19,24 +19,55 @@ void set_n_threads(int n) {
   const int t = n > 0 ? n : omp_get_num_procs();
   ops::set_n_threads(n);
   omp_set_num_threads(t);
-  openblas_set_num_threads(t);
+  // OpenBLAS runs single-threaded inside our OpenMP regions: its own thread pool and OpenMP's
+  // spinning workers fought over the 2 cores (40% of a step in sched_yield, measured with perf).
+  openblas_set_num_threads(1);
 }
+
+namespace {
+
+// One single-threaded BLAS call with explicit leading dimensions.
+void blas(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+          const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(M), int(N), int(K),
+              alpha, A, int(lda), B, int(ldb), beta, C, int(ldc));
+}
+void blas(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t lda,
+          const double* B, int64_t ldb, double beta, double* C, int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(M), int(N), int(K),
+              alpha, A, int(lda), B, int(ldb), beta, C, int(ldc));
+}
+
+}  // namespace
 
 // ---- gemm ----
-
-template <>
-void gemm<float>(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, const float* B,
-                 float beta, float* C) {
+// C is cut into fixed blocks of kBlock rows (or columns, whichever dimension is larger), each one
+// BLAS call over the full K: the blocking does not depend on the thread count, so neither do the
+// bits.
+template <class T>
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, const T* B, T beta, T* C) {
   if (M == 0 || N == 0) return;
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(M), int(N), int(K),
-              alpha, A, ta ? int(M) : int(K), B, tb ? int(K) : int(N), beta, C, int(N));
-}
-template <>
-void gemm<double>(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const double* A, const double* B,
-                  double beta, double* C) {
-  if (M == 0 || N == 0) return;
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(M), int(N), int(K),
-              alpha, A, ta ? int(M) : int(K), B, tb ? int(K) : int(N), beta, C, int(N));
+  const int64_t lda = ta ? M : K, ldb = tb ? K : N;
+  constexpr int64_t kBlock = 64;
+  if (M * N * std::max<int64_t>(K, 1) < (int64_t(1) << 18) || (M <= kBlock && N <= kBlock)) {
+    blas(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, N);
+    return;
+  }
+  if (M >= N) {
+    const int64_t nb = (M + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static)
+    for (int64_t b = 0; b < nb; ++b) {
+      const int64_t m0 = b * kBlock, m = std::min(kBlock, M - m0);
+      blas(ta, tb, m, N, K, alpha, ta ? A + m0 : A + m0 * K, lda, B, ldb, beta, C + m0 * N, N);
+    }
+  } else {
+    const int64_t nb = (N + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static)
+    for (int64_t b = 0; b < nb; ++b) {
+      const int64_t n0 = b * kBlock, n = std::min(kBlock, N - n0);
+      blas(ta, tb, M, n, K, alpha, A, lda, tb ? B + n0 * K : B + n0, ldb, beta, C + n0, N);
+    }
+  }
 }
 
 template <class T>
@@ -137,29 +168,27 @@ void rope(T* x, const int32_t* pos, int64_t n, int n_heads, int head_dim, int ro
 }
 
 // ---- attention ----
+// Per head: S = scale·Q Kᵀ (one GEMM over all t×t pairs, then the visibility mask), row softmax,
+// O = P V. Backward per KV head (it owns dk/dv): dP = dO Vᵀ, dS = P ⊙ (dP − rowsum(P ⊙ dP))·scale,
+// dQ += dS K, dK += dSᵀ Q, dV += Pᵀ dO. Invisible pairs have P = 0 exactly, hence dS = 0.
 
 template <class T>
 void attention_fwd(const T* q, const T* k, const T* v, const uint8_t* vis, int64_t t, int n_heads, int n_kv,
                    int hd, double scale, T* out, T* p) {
   const int group = n_heads / n_kv;
+  const int64_t qs = int64_t(n_heads) * hd, ks = int64_t(n_kv) * hd;  // row strides
 #pragma omp parallel for schedule(static)
   for (int h = 0; h < n_heads; ++h) {
     const int kh = h / group;
+    T* ph = p + int64_t(h) * t * t;
+    blas(false, true, t, t, hd, T(scale), q + int64_t(h) * hd, qs, k + int64_t(kh) * hd, ks, T(0), ph, t);
     for (int64_t i = 0; i < t; ++i) {
-      T* pr = p + (int64_t(h) * t + i) * t;
-      const T* qi = q + (i * n_heads + h) * hd;
+      T* pr = ph + i * t;
       T mx = -INFINITY;
       for (int64_t j = 0; j < t; ++j) {
         const bool seen = vis ? vis[i * t + j] != 0 : j <= i;
-        if (!seen) {
-          pr[j] = -INFINITY;
-          continue;
-        }
-        const T* kj = k + (j * n_kv + kh) * hd;
-        T s = 0;
-        for (int c = 0; c < hd; ++c) s += qi[c] * kj[c];
-        pr[j] = s * T(scale);
-        mx = std::max(mx, pr[j]);
+        if (!seen) pr[j] = -INFINITY;
+        else mx = std::max(mx, pr[j]);
       }
       T sum = 0;
       for (int64_t j = 0; j < t; ++j) {
@@ -167,15 +196,9 @@ void attention_fwd(const T* q, const T* k, const T* v, const uint8_t* vis, int64
         sum += pr[j];
       }
       const T inv = T(1) / sum;
-      T* o = out + (i * n_heads + h) * hd;
-      std::fill(o, o + hd, T(0));
-      for (int64_t j = 0; j < t; ++j) {
-        pr[j] *= inv;
-        if (pr[j] == T(0)) continue;
-        const T* vj = v + (j * n_kv + kh) * hd;
-        for (int c = 0; c < hd; ++c) o[c] += pr[j] * vj[c];
-      }
+      for (int64_t j = 0; j < t; ++j) pr[j] *= inv;
     }
+    blas(false, false, t, hd, t, T(1), ph, t, v + int64_t(kh) * hd, ks, T(0), out + int64_t(h) * hd, qs);
   }
 }
 
@@ -183,44 +206,28 @@ template <class T>
 void attention_bwd(const T* dout, const T* q, const T* k, const T* v, const T* p, int64_t t, int n_heads,
                    int n_kv, int hd, double scale, T* dq, T* dk, T* dv) {
   const int group = n_heads / n_kv;
-  // One thread per KV head: it owns dk/dv of that head and dq of its query heads.
+  const int64_t qs = int64_t(n_heads) * hd, ks = int64_t(n_kv) * hd;
 #pragma omp parallel
   {
-    std::vector<T> ds(static_cast<size_t>(t));
+    std::vector<T> ds(static_cast<size_t>(t * t));
 #pragma omp for schedule(static)
     for (int kh = 0; kh < n_kv; ++kh) {
+      const T *kk = k + int64_t(kh) * hd, *vv = v + int64_t(kh) * hd;
+      T *dkk = dk + int64_t(kh) * hd, *dvv = dv + int64_t(kh) * hd;
       for (int h = kh * group; h < (kh + 1) * group; ++h) {
+        const T* ph = p + int64_t(h) * t * t;
+        const T *qh = q + int64_t(h) * hd, *doh = dout + int64_t(h) * hd;
+        blas(false, true, t, t, hd, T(1), doh, qs, vv, ks, T(0), ds.data(), t);  // dP
         for (int64_t i = 0; i < t; ++i) {
-          const T* pr = p + (int64_t(h) * t + i) * t;
-          const T* doi = dout + (i * n_heads + h) * hd;
-          // dP_ij = do_i·v_j; dS_ij = P_ij (dP_ij − Σ_j P dP)
+          const T* pr = ph + i * t;
+          T* dr = ds.data() + i * t;
           T rowdot = 0;
-          for (int64_t j = 0; j < t; ++j) {
-            if (pr[j] == T(0)) {
-              ds[size_t(j)] = 0;
-              continue;
-            }
-            const T* vj = v + (j * n_kv + kh) * hd;
-            T dpij = 0;
-            for (int c = 0; c < hd; ++c) dpij += doi[c] * vj[c];
-            ds[size_t(j)] = dpij;
-            rowdot += pr[j] * dpij;
-          }
-          const T* qi = q + (i * n_heads + h) * hd;
-          T* dqi = dq + (i * n_heads + h) * hd;
-          for (int64_t j = 0; j < t; ++j) {
-            if (pr[j] == T(0)) continue;
-            const T dsij = pr[j] * (ds[size_t(j)] - rowdot) * T(scale);
-            const T* kj = k + (j * n_kv + kh) * hd;
-            T* dkj = dk + (j * n_kv + kh) * hd;
-            T* dvj = dv + (j * n_kv + kh) * hd;
-            for (int c = 0; c < hd; ++c) {
-              dqi[c] += dsij * kj[c];
-              dkj[c] += dsij * qi[c];
-              dvj[c] += pr[j] * doi[c];
-            }
-          }
+          for (int64_t j = 0; j < t; ++j) rowdot += pr[j] * dr[j];
+          for (int64_t j = 0; j < t; ++j) dr[j] = pr[j] * (dr[j] - rowdot) * T(scale);
         }
+        blas(false, false, t, hd, t, T(1), ds.data(), t, kk, ks, T(1), dq + int64_t(h) * hd, qs);
+        blas(true, false, t, hd, t, T(1), ds.data(), t, qh, qs, T(1), dkk, ks);
+        blas(true, false, t, hd, t, T(1), ph, t, doh, qs, T(1), dvv, ks);
       }
     }
   }
@@ -325,6 +332,7 @@ double cross_entropy(const T* logits, const int32_t* targets, int64_t n, int64_t
 // ---- instantiations ----
 
 #define MMX_TRAIN_INSTANTIATE(T)                                                                                  \
+  template void gemm<T>(bool, bool, int64_t, int64_t, int64_t, T, const T*, const T*, T, T*);                    \
   template void linear_fwd<T>(const T*, const T*, int64_t, int64_t, int64_t, T*);                                \
   template void linear_bwd<T>(const T*, const T*, const T*, int64_t, int64_t, int64_t, T*, T*);                  \
   template void embedding_fwd<T>(const T*, const int32_t*, int64_t, int64_t, T*);                                \

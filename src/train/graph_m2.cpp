@@ -32,6 +32,7 @@ struct LayerActs {
   Vec<int32_t> ids;               // [n,k]
   Vec<int32_t> count;             // [E+1] slot ranges per expert (prefix sums)
   Vec<int32_t> slot_row, slot_j;  // [n*k] token row and top-k rank of each slot, grouped by expert
+  Vec<int32_t> slot_of;           // [n*k] the slot of (row, rank): the inverse map
   Vec<T> xe, g, u, a, ye;         // [n*k,d] [n*k,f] x3 [n*k,d]: expert inputs .. unscaled outputs
 };
 
@@ -56,6 +57,7 @@ class M2Graph final : public Graph<T> {
       L.count.resize(size_t(E + 1));
       L.slot_row.resize(size_t(n * k));
       L.slot_j.resize(size_t(n * k));
+      L.slot_of.resize(size_t(n * k));
       L.xe.resize(size_t(n * k * d));
       L.ye.resize(size_t(n * k * d));
       for (Vec<T>* v : {&L.g, &L.u, &L.a}) v->resize(size_t(n * k * f));
@@ -139,6 +141,7 @@ class M2Graph final : public Graph<T> {
                          L.att.data() + s * t * qd, L.p.data() + s * H * t * t);
       // x += att · Woᵀ (dh_ as scratch for the branch output)
       linear_fwd<T>(L.att.data(), P_.p(p + "self_attn.o_proj.weight"), n, qd, d, dh_.data());
+#pragma omp parallel for schedule(static)
       for (int64_t i = 0; i < n * d; ++i) x_[size_t(i)] += dh_[size_t(i)];
       std::memcpy(L.x_mid.data(), x_.data(), sizeof(T) * size_t(n * d));
       rms_norm_fwd<T>(x_.data(), P_.p(p + "post_attention_layernorm.weight"), n, d, c_.norm_eps, L.h2.data(),
@@ -170,8 +173,10 @@ class M2Graph final : public Graph<T> {
         const int e = L.ids[size_t(r * k + j)];
         L.slot_row[size_t(fill[size_t(e)])] = int32_t(r);
         L.slot_j[size_t(fill[size_t(e)])] = j;
+        L.slot_of[size_t(r * k + j)] = fill[size_t(e)];
         ++fill[size_t(e)];
       }
+#pragma omp parallel for schedule(static)
     for (int64_t s = 0; s < n * k; ++s)
       std::memcpy(L.xe.data() + s * d, L.h2.data() + int64_t(L.slot_row[size_t(s)]) * d, sizeof(T) * size_t(d));
     for (int e = 0; e < E; ++e) {
@@ -183,14 +188,16 @@ class M2Graph final : public Graph<T> {
       glu_silu_fwd<T>(L.g.data() + b0 * f, L.u.data() + b0 * f, m * f, L.a.data() + b0 * f);
       linear_fwd<T>(L.a.data() + b0 * f, P_.p(ex + "w2.weight"), m, f, d, L.ye.data() + b0 * d);
     }
-    // x += Σ_slots w · rs · ye, in slot order (deterministic)
+    // x_r += Σ_j w_rj · rs · ye_slot(r,j), per row in rank order (parallel over rows, deterministic)
     const T rs = T(c_.routed_scaling_factor);
-    for (int64_t s = 0; s < n * k; ++s) {
-      const int64_t r = L.slot_row[size_t(s)];
-      const T wgt = L.w[size_t(r * k + L.slot_j[size_t(s)])] * rs;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < n; ++r) {
       T* xr = x_.data() + r * d;
-      const T* y = L.ye.data() + s * d;
-      for (int64_t c = 0; c < d; ++c) xr[c] += wgt * y[c];
+      for (int j = 0; j < k; ++j) {
+        const T wgt = L.w[size_t(r * k + j)] * rs;
+        const T* y = L.ye.data() + int64_t(L.slot_of[size_t(r * k + j)]) * d;
+        for (int64_t c = 0; c < d; ++c) xr[c] += wgt * y[c];
+      }
     }
   }
 
@@ -258,6 +265,7 @@ class M2Graph final : public Graph<T> {
     const int64_t d = c_.d_model, f = c_.ffn_dim;
     const T rs = T(c_.routed_scaling_factor);
     // out_r = Σ_j w_rj · rs · ye_slot:  dye_slot = w·rs·dx_r;  dw_rj = rs · <dx_r, ye_slot>
+#pragma omp parallel for schedule(static)
     for (int64_t s = 0; s < n * k; ++s) {
       const int64_t r = L.slot_row[size_t(s)], j = L.slot_j[size_t(s)];
       const T* g = dx_.data() + r * d;
@@ -288,10 +296,13 @@ class M2Graph final : public Graph<T> {
       linear_bwd<T>(du_.data() + b0 * f, L.xe.data() + b0 * d, P_.p(ex + "w3.weight"), m, d, f,
                     dxe_.data() + b0 * d, P_.g(ex + "w3.weight"));
     }
-    for (int64_t s = 0; s < n * k; ++s) {  // slot order: deterministic
-      T* dst = dh_.data() + int64_t(L.slot_row[size_t(s)]) * d;
-      const T* src = dxe_.data() + s * d;
-      for (int64_t c = 0; c < d; ++c) dst[c] += src[c];
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < n; ++r) {  // per row in rank order: deterministic
+      T* dst = dh_.data() + r * d;
+      for (int j = 0; j < k; ++j) {
+        const T* src = dxe_.data() + int64_t(L.slot_of[size_t(r * k + j)]) * d;
+        for (int64_t c = 0; c < d; ++c) dst[c] += src[c];
+      }
     }
     std::fill(drl_.begin(), drl_.begin() + n * E, T(0));
     router_sigmoid_bwd<T>(dw_.data(), L.ids.data(), L.w.data(), L.probs.data(), n, E, k, drl_.data());

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "ops/cpu/simd.h"
 #include "ops/ops.h"
 
 namespace mmx::train {
@@ -36,6 +37,17 @@ void blas(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const
           const double* B, int64_t ldb, double beta, double* C, int64_t ldc) {
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(M), int(N), int(K),
               alpha, A, int(lda), B, int(ldb), beta, C, int(ldc));
+}
+
+// x = exp(x) elementwise: the AVX2 polynomial of ops/cpu/simd.h for float (~2 ulp; libm's exp
+// was 18% of a training step), libm for double (the checking path).
+void vexp(float* x, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, ops::cpu::exp_ps(_mm256_loadu_ps(x + i)));
+  for (; i < n; ++i) x[i] = ops::cpu::exp_scalar(x[i]);
+}
+void vexp(double* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = std::exp(x[i]);
 }
 
 }  // namespace
@@ -184,15 +196,15 @@ void attention_fwd(const T* q, const T* k, const T* v, const uint8_t* vis, int64
     blas(false, true, t, t, hd, T(scale), q + int64_t(h) * hd, qs, k + int64_t(kh) * hd, ks, T(0), ph, t);
     for (int64_t i = 0; i < t; ++i) {
       T* pr = ph + i * t;
+      const uint8_t* vr = vis ? vis + i * t : nullptr;
       T mx = -INFINITY;
-      for (int64_t j = 0; j < t; ++j) {
-        const bool seen = vis ? vis[i * t + j] != 0 : j <= i;
-        if (!seen) pr[j] = -INFINITY;
-        else mx = std::max(mx, pr[j]);
-      }
+      for (int64_t j = 0; j < t; ++j)
+        if (vr ? vr[j] != 0 : j <= i) mx = std::max(mx, pr[j]);
+      for (int64_t j = 0; j < t; ++j) pr[j] -= mx;
+      vexp(pr, t);
       T sum = 0;
       for (int64_t j = 0; j < t; ++j) {
-        pr[j] = pr[j] == -INFINITY ? T(0) : std::exp(pr[j] - mx);
+        if (!(vr ? vr[j] != 0 : j <= i)) pr[j] = 0;  // invisible: exactly 0
         sum += pr[j];
       }
       const T inv = T(1) / sum;
@@ -235,19 +247,38 @@ void attention_bwd(const T* dout, const T* q, const T* k, const T* v, const T* p
 
 // ---- gated activations ----
 
+// σ(g) for a block of g: 1 / (1 + exp(−g)).
+template <class T>
+void sigmoid_block(const T* g, int64_t n, T* s) {
+  for (int64_t i = 0; i < n; ++i) s[i] = -g[i];
+  vexp(s, n);
+  for (int64_t i = 0; i < n; ++i) s[i] = T(1) / (T(1) + s[i]);
+}
+
 template <class T>
 void glu_silu_fwd(const T* g, const T* u, int64_t n, T* a) {
+  constexpr int64_t kB = 512;
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) a[i] = g[i] / (T(1) + std::exp(-g[i])) * u[i];
+  for (int64_t b = 0; b < n; b += kB) {
+    const int64_t m = std::min(kB, n - b);
+    sigmoid_block(g + b, m, a + b);
+    for (int64_t i = b; i < b + m; ++i) a[i] = g[i] * a[i] * u[i];
+  }
 }
 
 template <class T>
 void glu_silu_bwd(const T* da, const T* g, const T* u, int64_t n, T* dg, T* du) {
+  constexpr int64_t kB = 512;
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    const T s = T(1) / (T(1) + std::exp(-g[i]));
-    du[i] += da[i] * g[i] * s;
-    dg[i] += da[i] * u[i] * s * (T(1) + g[i] * (T(1) - s));
+  for (int64_t b = 0; b < n; b += kB) {
+    const int64_t m = std::min(kB, n - b);
+    T s[kB];
+    sigmoid_block(g + b, m, s);
+    for (int64_t i = 0; i < m; ++i) {
+      const int64_t k = b + i;
+      du[k] += da[k] * g[k] * s[i];
+      dg[k] += da[k] * u[k] * s[i] * (T(1) + g[k] * (T(1) - s[i]));
+    }
   }
 }
 
@@ -304,24 +335,31 @@ void router_sigmoid_bwd(const T* dw, const int32_t* ids, const T* w, const T* p,
 template <class T>
 double cross_entropy(const T* logits, const int32_t* targets, int64_t n, int64_t vocab, double grad_scale,
                      T* dlogits) {
-  std::vector<double> row_loss(size_t(n), 0.0);
-#pragma omp parallel for schedule(static)
-  for (int64_t t = 0; t < n; ++t) {
-    const T* l = logits + t * vocab;
-    T* dl = dlogits ? dlogits + t * vocab : nullptr;
-    if (targets[t] < 0) {
-      if (dl) std::fill(dl, dl + vocab, T(0));
-      continue;
-    }
-    T mx = l[0];
-    for (int64_t i = 1; i < vocab; ++i) mx = std::max(mx, l[i]);
-    double sum = 0;
-    for (int64_t i = 0; i < vocab; ++i) sum += std::exp(double(l[i] - mx));
-    const double lse = double(mx) + std::log(sum);
-    row_loss[size_t(t)] = lse - double(l[targets[t]]);
-    if (dl) {
-      for (int64_t i = 0; i < vocab; ++i) dl[i] = T(std::exp(double(l[i]) - lse) * grad_scale);
-      dl[targets[t]] -= T(grad_scale);
+  std::vector<double> row_loss(static_cast<size_t>(n), 0.0);
+#pragma omp parallel
+  {
+    std::vector<T> tmp(dlogits ? 0 : static_cast<size_t>(vocab));
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < n; ++t) {
+      const T* l = logits + t * vocab;
+      T* e = dlogits ? dlogits + t * vocab : tmp.data();  // may alias l: read l[target] first
+      if (targets[t] < 0) {
+        if (dlogits) std::fill(e, e + vocab, T(0));
+        continue;
+      }
+      const T lt = l[targets[t]];
+      T mx = l[0];
+      for (int64_t i = 1; i < vocab; ++i) mx = std::max(mx, l[i]);
+      for (int64_t i = 0; i < vocab; ++i) e[i] = l[i] - mx;
+      vexp(e, vocab);
+      double sum = 0;
+      for (int64_t i = 0; i < vocab; ++i) sum += double(e[i]);
+      row_loss[size_t(t)] = double(mx) + std::log(sum) - double(lt);
+      if (dlogits) {
+        const T k = T(grad_scale / sum);
+        for (int64_t i = 0; i < vocab; ++i) e[i] *= k;
+        e[targets[t]] -= T(grad_scale);
+      }
     }
   }
   double total = 0;

@@ -1,12 +1,14 @@
 # minimax.cpp — the two commands:
-#   make run    set up, build, create the embedded tiny model if missing, generate from it
-#   make test   set up, build, run every test (unit, ops, model)
+#   make run    set up, build the mmx binary only, generate from the embedded trained model
+#   make test   set up, build everything, run every test (unit, ops, model, server)
 BUILD ?= build
 JOBS  ?= $(shell nproc)
 MMX   := $(BUILD)/tools/mmx
-TINY  := models/tiny-m2
+# The embedded default: a 4.4M-parameter MiniMax-M2 trained on Python's standard library
+# (docs/models.md says how; committed in git as BF16).
+TINY  := models/m2-tiny
 
-.PHONY: all setup configure build run test bench clean
+.PHONY: all setup configure build build-mmx run test bench clean
 
 all: build
 
@@ -21,12 +23,12 @@ configure: $(BUILD)/CMakeCache.txt
 build: setup configure
 	cmake --build $(BUILD) -j $(JOBS)
 
-$(TINY)/model.safetensors: | build
-	$(MMX) make-tiny --arch minimax_m2 -o $(TINY) --dtype bf16 --seed 1
+build-mmx: setup configure
+	cmake --build $(BUILD) --target mmx -j $(JOBS)
 
-run: build $(TINY)/model.safetensors
-	@echo "== chat with the embedded tiny MiniMax-M2 ($(TINY): random weights, so the reply is noise) =="
-	$(MMX) generate -m $(TINY) --chat -p "Hello! Who are you?" --show-prompt -n 32 --temp 0.8 --top-p 0.95 --seed 7 --stats
+run: build-mmx
+	@echo "== the embedded MiniMax-M2 ($(TINY), trained on Python's standard library) continues a function =="
+	$(MMX) generate -m $(TINY) -p "def read_config(path):" -n 96 --temp 0.7 --top-p 0.95 --seed 7 --stats
 
 test: build
 	@bash scripts/npm_setup.sh $(BUILD)

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "base/error.h"
+#include "train/families.h"
 #include "train/graph.h"
 #include "train/kernels.h"
 
@@ -321,32 +322,59 @@ class M2Graph final : public Graph<T> {
 
 }  // namespace
 
-void check_batch(const ModelConfig& c, const TrainBatch& b, int64_t max_seqs, int64_t seq_len) {
-  if (b.n_seqs < 1 || b.n_seqs > max_seqs || b.seq_len != seq_len)
-    fail("training batch: {} x {} tokens does not fit the graph's {} x {}", b.n_seqs, b.seq_len, max_seqs, seq_len);
-  const int64_t n = b.n_seqs * b.seq_len;
-  for (int64_t i = 0; i < n; ++i) {
-    if (b.tokens[i] < 0 || b.tokens[i] >= c.vocab_size)
-      fail("training batch: token id {} at row {} is outside the vocabulary [0, {})", b.tokens[i], i, c.vocab_size);
-    if (b.targets[i] < -1 || b.targets[i] >= c.vocab_size)
-      fail("training batch: target id {} at row {} is outside [-1, {})", b.targets[i], i, c.vocab_size);
-    if (b.positions && b.positions[i] < 0) fail("training batch: negative position at row {}", i);
+std::vector<ParamInfo> param_layout_m2(const ModelConfig& c) {
+  if (c.shared_ffn_dim > 0) fail("training: an M2 shared expert is not supported");
+  const int64_t d = c.d_model, qd = c.q_dim(), kvd = c.kv_dim(), f = c.ffn_dim, E = c.n_experts;
+  std::vector<ParamInfo> out;
+  auto add = [&](std::string name, std::vector<int64_t> shape, Init init) {
+    ParamInfo i;
+    i.name = std::move(name);
+    i.shape = std::move(shape);
+    i.init = init;
+    i.decay = i.shape.size() == 2;
+    out.push_back(std::move(i));
+  };
+  add("model.embed_tokens.weight", {c.vocab_size, d}, Init::kEmbedding);
+  for (int il = 0; il < c.n_layers; ++il) {
+    const std::string p = "model.layers." + std::to_string(il) + ".";
+    add(p + "input_layernorm.weight", {d}, Init::kOnes);
+    add(p + "post_attention_layernorm.weight", {d}, Init::kOnes);
+    add(p + "self_attn.q_proj.weight", {qd, d}, Init::kFanIn);
+    add(p + "self_attn.k_proj.weight", {kvd, d}, Init::kFanIn);
+    add(p + "self_attn.v_proj.weight", {kvd, d}, Init::kFanIn);
+    add(p + "self_attn.o_proj.weight", {d, qd}, Init::kResidual);
+    if (c.use_qk_norm) {
+      add(p + "self_attn.q_norm.weight", {qd}, Init::kOnes);
+      add(p + "self_attn.k_norm.weight", {kvd}, Init::kOnes);
+    }
+    const std::string mp = p + "block_sparse_moe.";
+    add(mp + "gate.weight", {E, d}, Init::kFanIn);
+    out.back().keep_f32 = true;  // F32 in the real checkpoint
+    if (c.use_routing_bias) {
+      add(mp + "e_score_correction_bias", {E}, Init::kZeros);
+      out.back().trainable = false;  // the aux-loss-free update moves it (trainer.cpp)
+      out.back().keep_f32 = true;
+    }
+    for (int e = 0; e < E; ++e) {
+      const std::string ep = mp + "experts." + std::to_string(e) + ".";
+      add(ep + "w1.weight", {f, d}, Init::kFanIn);
+      add(ep + "w2.weight", {d, f}, Init::kResidual);
+      add(ep + "w3.weight", {f, d}, Init::kFanIn);
+    }
   }
-  if (b.visibility)
-    for (int64_t s = 0; s < b.n_seqs; ++s)
-      for (int64_t i = 0; i < b.seq_len; ++i)
-        if (!b.visibility[(s * b.seq_len + i) * b.seq_len + i])
-          fail("training batch: token {} of sequence {} does not see itself in the visibility mask", i, s);
+  add("model.norm.weight", {d}, Init::kOnes);
+  add("lm_head.weight", {c.vocab_size, d}, Init::kFanIn);
+  return out;
 }
 
 template <class T>
-std::unique_ptr<Graph<T>> make_graph(const ModelConfig& cfg, ParamSet<T>& params, int64_t max_seqs, int64_t seq_len) {
-  if (max_seqs < 1 || seq_len < 1) fail("training: batch and sequence length must be >= 1");
-  param_layout(cfg);  // refuses unsupported families / options
+std::unique_ptr<Graph<T>> make_graph_m2(const ModelConfig& cfg, ParamSet<T>& params, int64_t max_seqs,
+                                        int64_t seq_len) {
   return std::make_unique<M2Graph<T>>(cfg, params, max_seqs, seq_len);
 }
 
-template std::unique_ptr<Graph<float>> make_graph<float>(const ModelConfig&, ParamSet<float>&, int64_t, int64_t);
-template std::unique_ptr<Graph<double>> make_graph<double>(const ModelConfig&, ParamSet<double>&, int64_t, int64_t);
+template std::unique_ptr<Graph<float>> make_graph_m2<float>(const ModelConfig&, ParamSet<float>&, int64_t, int64_t);
+template std::unique_ptr<Graph<double>> make_graph_m2<double>(const ModelConfig&, ParamSet<double>&, int64_t, int64_t);
+
 
 }  // namespace mmx::train

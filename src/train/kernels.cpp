@@ -6,6 +6,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -27,17 +28,34 @@ void set_n_threads(int n) {
 
 namespace {
 
+std::atomic<double> g_gemm_flops{0.0};
+void count(int64_t M, int64_t N, int64_t K) {
+  double cur = g_gemm_flops.load(std::memory_order_relaxed);
+  const double add = 2.0 * double(M) * double(N) * double(K);
+  while (!g_gemm_flops.compare_exchange_weak(cur, cur + add, std::memory_order_relaxed)) {
+  }
+}
+
 // One single-threaded BLAS call with explicit leading dimensions.
 void blas(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
           const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  count(M, N, K);
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(M), int(N), int(K),
               alpha, A, int(lda), B, int(ldb), beta, C, int(ldc));
 }
 void blas(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t lda,
           const double* B, int64_t ldb, double beta, double* C, int64_t ldc) {
+  count(M, N, K);
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(M), int(N), int(K),
               alpha, A, int(lda), B, int(ldb), beta, C, int(ldc));
 }
+
+}  // namespace
+
+double gemm_flops() { return g_gemm_flops.load(); }
+void reset_gemm_flops() { g_gemm_flops.store(0.0); }
+
+namespace {
 
 // x = exp(x) elementwise: the AVX2 polynomial of ops/cpu/simd.h for float (~2 ulp; libm's exp
 // was 18% of a training step), libm for double (the checking path).

@@ -23,6 +23,10 @@ namespace mmx::train {
 // inference ops' count (ops::set_n_threads).
 void set_n_threads(int n);
 
+// FLOPs (2 per multiply-add) of every GEMM since the last reset — for `mmx bench train`.
+double gemm_flops();
+void reset_gemm_flops();
+
 // ---- gemm (OpenBLAS) ----
 // C[M,N] = alpha · op(A) · op(B) + beta · C, op(A) = A [M,K] or Aᵀ with A [K,M] (ta);
 // op(B) = B [K,N] or Bᵀ with B [N,K] (tb).

@@ -8,46 +8,18 @@
 #include "base/error.h"
 #include "model/safetensors.h"
 #include "ops/ops.h"
+#include "train/families.h"
 
 namespace mmx::train {
 
 std::vector<ParamInfo> param_layout(const ModelConfig& c) {
-  if (c.family != Family::kMiniMaxM2)
-    fail("training: only the MiniMax-M2 family is supported so far (this checkpoint is {})", c.architecture);
   if (c.tie_word_embeddings) fail("training: tie_word_embeddings is not supported");
   if (c.fp8.enabled) fail("training: FP8 checkpoints are not trained directly; convert to bf16/f32 first");
-  if (c.shared_ffn_dim > 0) fail("training: an M2 shared expert is not supported");
-  const int64_t d = c.d_model, qd = c.q_dim(), kvd = c.kv_dim(), f = c.ffn_dim, E = c.n_experts;
-  std::vector<ParamInfo> out;
-  auto add = [&](std::string name, std::vector<int64_t> shape, bool decay, bool trainable = true) {
-    out.push_back({std::move(name), std::move(shape), 0, 0, decay, trainable});
-  };
-  add("model.embed_tokens.weight", {c.vocab_size, d}, true);
-  for (int il = 0; il < c.n_layers; ++il) {
-    const std::string p = fmt::format("model.layers.{}.", il);
-    add(p + "input_layernorm.weight", {d}, false);
-    add(p + "post_attention_layernorm.weight", {d}, false);
-    add(p + "self_attn.q_proj.weight", {qd, d}, true);
-    add(p + "self_attn.k_proj.weight", {kvd, d}, true);
-    add(p + "self_attn.v_proj.weight", {kvd, d}, true);
-    add(p + "self_attn.o_proj.weight", {d, qd}, true);
-    if (c.use_qk_norm) {
-      add(p + "self_attn.q_norm.weight", {qd}, false);
-      add(p + "self_attn.k_norm.weight", {kvd}, false);
-    }
-    const std::string mp = p + "block_sparse_moe.";
-    add(mp + "gate.weight", {E, d}, true);
-    if (c.use_routing_bias) add(mp + "e_score_correction_bias", {E}, false, /*trainable=*/false);
-    for (int e = 0; e < E; ++e) {
-      const std::string ep = fmt::format("{}experts.{}.", mp, e);
-      add(ep + "w1.weight", {f, d}, true);
-      add(ep + "w2.weight", {d, f}, true);
-      add(ep + "w3.weight", {f, d}, true);
-    }
+  switch (c.family) {
+    case Family::kMiniMaxM2: return param_layout_m2(c);
+    default: break;
   }
-  add("model.norm.weight", {d}, false);
-  add("lm_head.weight", {c.vocab_size, d}, true);
-  return out;
+  fail("training: the {} family is not trainable yet (supported: MiniMax-M2)", c.architecture);
 }
 
 template <class T>
@@ -114,8 +86,7 @@ void save_params(const std::string& dir, const ParamSet<float>& params, DType dt
   std::vector<uint16_t> h;
   for (const ParamInfo& i : params.infos) {
     const float* v = params.value.data() + i.offset;
-    const bool keep_f32 = dtype == DType::kF32 || i.name.find("block_sparse_moe.gate.") != std::string::npos ||
-                          i.name.find("e_score_correction_bias") != std::string::npos;
+    const bool keep_f32 = dtype == DType::kF32 || i.keep_f32;
     if (keep_f32) {
       w.add(i.name, DType::kF32, i.shape, v, size_t(i.numel) * 4);
       continue;
@@ -133,17 +104,12 @@ void init_params(const ModelConfig& cfg, uint64_t seed, ParamSet<T>& params) {
   const double resid_scale = 1.0 / std::sqrt(2.0 * cfg.n_layers);
   for (const ParamInfo& i : params.infos) {
     T* v = params.value.data() + i.offset;
-    const auto ends_with = [&](const char* s) {
-      const std::string suf(s);
-      return i.name.size() >= suf.size() && i.name.compare(i.name.size() - suf.size(), suf.size(), suf) == 0;
-    };
-    if (i.shape.size() == 1) {  // norm gains 1, routing bias 0
-      std::fill(v, v + i.numel, ends_with("e_score_correction_bias") ? T(0) : T(1));
+    if (i.init == Init::kOnes || i.init == Init::kZeros) {
+      std::fill(v, v + i.numel, i.init == Init::kOnes ? T(1) : T(0));
       continue;
     }
-    double stddev = 1.0 / std::sqrt(double(i.shape[1]));
-    if (i.name == "model.embed_tokens.weight") stddev = 1.0;
-    if (ends_with("o_proj.weight") || ends_with("w2.weight")) stddev *= resid_scale;
+    double stddev = i.init == Init::kEmbedding ? 1.0 : 1.0 / std::sqrt(double(i.shape.back()));
+    if (i.init == Init::kResidual) stddev *= resid_scale;
     std::normal_distribution<double> nd(0.0, stddev);
     for (int64_t k = 0; k < i.numel; ++k) v[k] = T(nd(rng));
   }

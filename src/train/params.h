@@ -18,17 +18,29 @@
 
 namespace mmx::train {
 
+// How init_params() fills a tensor when training from scratch.
+enum class Init : uint8_t {
+  kFanIn,      // N(0, 1/fan_in): input-side matrices
+  kResidual,   // N(0, 1/fan_in) / sqrt(2·n_layers): matrices that write the residual stream (GPT-2)
+  kEmbedding,  // N(0, 1)
+  kOnes,       // norm gains
+  kZeros,      // routing bias; Gemma-style gains stored as w with (1 + w) applied
+};
+
 struct ParamInfo {
   std::string name;            // HF tensor name, e.g. "model.layers.0.self_attn.q_proj.weight"
   std::vector<int64_t> shape;  // as in the checkpoint
-  int64_t offset = 0;          // into ParamSet::value / grad
-  int64_t numel = 0;
+  Init init = Init::kFanIn;
   bool decay = false;          // AdamW weight decay applies (matrices; not norms, not the bias)
   bool trainable = true;       // false: updated outside the gradient (the routing bias, spec §4.4)
+  bool keep_f32 = false;       // saved as F32 even in a BF16 checkpoint (router, routing bias)
+  int64_t offset = 0;          // into ParamSet::value / grad (set by ParamSet)
+  int64_t numel = 0;
 };
 
-// The tensors a family's checkpoint holds, in checkpoint order. Throws mmx::Error for a family or
-// option this trainer does not support (named).
+// The tensors a family's checkpoint holds, in checkpoint order (each family's list lives beside
+// its graph: graph_<family>.cpp). Throws mmx::Error for a family or option this trainer does not
+// support (named).
 std::vector<ParamInfo> param_layout(const ModelConfig& cfg);
 
 template <class T>
@@ -54,13 +66,11 @@ template <class T>
 void load_params(const std::string& dir, ParamSet<T>& params);
 
 // Writes DIR/model.safetensors with every tensor of `params` under its name, stored as `dtype`
-// (kF32 or kBF16; the router and the routing bias stay F32 as in real M2 checkpoints). The rest
-// of the directory (config.json, tokenizer) is the caller's.
+// (kF32 or kBF16; ParamInfo::keep_f32 tensors stay F32, as the router in real M2 checkpoints).
+// The rest of the directory (config.json, tokenizer) is the caller's.
 void save_params(const std::string& dir, const ParamSet<float>& params, DType dtype);
 
-// Seeded initialisation for training from scratch (replaces every value):
-//   matrices N(0, 1/fan_in), the residual-writing projections (o_proj, w2) additionally scaled by
-//   1/sqrt(2·n_layers) (GPT-2), embeddings N(0, 1), norm gains 1, routing bias 0.
+// Seeded initialisation for training from scratch (replaces every value), per ParamInfo::init.
 template <class T>
 void init_params(const ModelConfig& cfg, uint64_t seed, ParamSet<T>& params);
 

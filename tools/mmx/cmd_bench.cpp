@@ -5,6 +5,7 @@
 //                                  prefill FLOP/s, each as a fraction of the measured peaks
 //   mmx bench batch -m DIR [...]   continuous batching's gain: S sequences decoding together in
 //                                  one fused forward_multi per step vs one forward() each
+//   mmx bench train -m DIR [...]   training-step tokens/s and GEMM FLOP/s vs the FMA peak (bench_train.cpp)
 // Nothing here is asserted: benchmarks report, tests decide correctness.
 #include <algorithm>
 #include <chrono>
@@ -235,6 +236,7 @@ void add_bench(CLI::App& app, Action& action) {
       ->capture_default_str()->check(CLI::Range(1, 1000));
   b->add_option("-t,--threads", bo->threads, "Threads (0 = all cores)");
   b->callback([bo, &action] { action = [bo] { bench_batch(*bo); }; });
+  add_bench_train(c, action);  // bench_train.cpp
 }
 
 }  // namespace mmx::cli

@@ -1,6 +1,7 @@
 // mmx grad: the training loss of one batch and every parameter's gradient, for the gradient checks
 // against the PyTorch reference (reference/torch_grad.py writes the same file layout).
-//   batch: .npy int [B, T+1]: inputs = [:, :-1], targets = [:, 1:] (-1 = not scored)
+//   batch: .npy int [B, T+1]: inputs = [:, :-1], targets = [:, 1:] (-1 = not scored; as an input
+//          it is read as id 0)
 //   mask:  .npy bool/uint8 [B, T, T] visibility (optional; default causal)
 //   out:   safetensors, F64: "loss" [1] = Σ CE / scored targets, and d loss / d θ under each
 //          trainable tensor's checkpoint name (the routing bias has no gradient and is left out)
@@ -35,7 +36,10 @@ void run_grad(const Opts& o) {
   std::vector<int32_t> tokens(size_t(B * T)), targets(size_t(B * T));
   for (int64_t s = 0; s < B; ++s)
     for (int64_t t = 0; t < T; ++t) {
-      tokens[size_t(s * T + t)] = int32_t(b.values[size_t(s * (T + 1) + t)]);
+      // -1 (padding) as an input id is embedded as id 0, as reference/torch_grad.py does; it is
+      // never a scored target's own token, so only unscored tails should hold it.
+      const int64_t in = b.values[size_t(s * (T + 1) + t)];
+      tokens[size_t(s * T + t)] = int32_t(in == -1 ? 0 : in);
       targets[size_t(s * T + t)] = int32_t(b.values[size_t(s * (T + 1) + t + 1)]);
     }
   std::vector<uint8_t> vis;

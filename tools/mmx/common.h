@@ -35,6 +35,7 @@ void add_logits(CLI::App& app, Action& action);
 void add_make_tiny(CLI::App& app, Action& action);
 void add_inspect(CLI::App& app, Action& action);
 void add_bench(CLI::App& app, Action& action);
+void add_bench_train(CLI::App* bench, Action& action);  // bench_train.cpp: `mmx bench train`
 void add_tokenize(CLI::App& app, Action& action);       // cmd_tokenize.cpp: tokenize + detokenize
 void add_chat_template(CLI::App& app, Action& action);  // cmd_chat_template.cpp
 void add_serve(CLI::App& app, Action& action);          // cmd_serve.cpp: the HTTP server

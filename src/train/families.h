@@ -1,0 +1,17 @@
+// The per-family entry points of the trainer (private to src/train): each family's parameter list
+// and training graph live in graph_<family>.cpp; param_layout() and make_graph() dispatch here.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "train/graph.h"
+#include "train/params.h"
+
+namespace mmx::train {
+
+std::vector<ParamInfo> param_layout_m2(const ModelConfig& c);
+template <class T>
+std::unique_ptr<Graph<T>> make_graph_m2(const ModelConfig& c, ParamSet<T>& p, int64_t max_seqs, int64_t seq_len);
+
+}  // namespace mmx::train

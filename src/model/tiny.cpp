@@ -282,6 +282,11 @@ std::string tiny_m2_config_json(const TinyOptions& o, int64_t bos_id, int64_t eo
   return cfg.dump(2) + "\n";
 }
 
+std::string tiny_config_json(const TinyOptions& o, int64_t bos_id, int64_t eos_id) {
+  if (o.arch == "minimax_m2") return tiny_m2_config_json(o, bos_id, eos_id);
+  fail("no config writer for --arch {} yet (training supports minimax_m2)", o.arch);
+}
+
 bool tiny_is_text01(const std::string& arch) {
   return arch == "minimax_text01" || arch == "minimax_m1";
 }

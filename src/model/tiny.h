@@ -61,6 +61,11 @@ void write_tiny_m3(const TinyOptions& opt);
 // tokenizer's bos/eos ids. Also used by `mmx train` for the checkpoints it writes.
 std::string tiny_m2_config_json(const TinyOptions& o, int64_t bos_id, int64_t eos_id);
 
+// The config.json text of the family o.arch (minimax_m2 | minimax_text01 | minimax_m1 |
+// minimax_m3) at shape `o`, as write_tiny_checkpoint() writes it. Throws mmx::Error for an unknown
+// arch.
+std::string tiny_config_json(const TinyOptions& o, int64_t bos_id, int64_t eos_id);
+
 // Writes config.json, generation_config.json, model.safetensors, tokenizer.json and
 // tokenizer_config.json into opt.out_dir (created if missing). Throws mmx::Error.
 void write_tiny_checkpoint(const TinyOptions& opt);

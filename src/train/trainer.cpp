@@ -113,7 +113,7 @@ void write_config(const TrainOptions& o, const tok::Tokenizer& tk, const fs::pat
   s.dtype = o.save_dtype;
   const int64_t bos = tk.token_to_id("]~!b["), eos = tk.token_to_id("[e~[");
   if (eos < 0) fail("the tokenizer has no end-of-text token [e~[ (a MiniMax-M2 tokenizer is needed)");
-  write_file(out / "config.json", tiny_m2_config_json(s, bos, eos));
+  write_file(out / "config.json", tiny_config_json(s, bos, eos));
   const json gen = {{"bos_token_id", bos}, {"eos_token_id", eos}, {"temperature", 1.0}, {"top_p", 0.95},
                     {"top_k", 40}};
   write_file(out / "generation_config.json", gen.dump(2) + "\n");
@@ -187,8 +187,6 @@ TrainResult train_run(const TrainOptions& opt_in) {
     if (start_step >= o.steps) fail("--resume: the run is already at step {} (ask for more --steps)", start_step);
   }
   if (o.out.empty()) fail("mmx train: -o DIR is required");
-  if (o.shape.arch != "minimax_m2")
-    fail("mmx train: --arch {} is not trainable yet (supported: minimax_m2)", o.shape.arch);
   if (o.micro_batch == 0) o.micro_batch = o.batch;
   if (o.batch < 1 || o.seq_len < 2 || o.micro_batch < 1 || o.batch % o.micro_batch != 0)
     fail("mmx train: need --batch >= 1, --seq-len >= 2, and --micro-batch dividing --batch");
@@ -232,6 +230,13 @@ TrainResult train_run(const TrainOptions& opt_in) {
     init_params(cfg, o.seed, P);
   }
   auto graph = make_graph<float>(cfg, P, o.micro_batch, o.seq_len);
+  // Layer il's routing bias (a non-trainable "...layers.<il>.…e_score_correction_bias"), or null.
+  std::vector<float*> routing_bias(size_t(cfg.n_layers), nullptr);
+  for (const ParamInfo& i : P.infos)
+    for (int il = 0; il < cfg.n_layers; ++il)
+      if (!i.trainable && i.name.find(fmt::format(".layers.{}.", il)) != std::string::npos &&
+          i.name.ends_with("e_score_correction_bias"))
+        routing_bias[size_t(il)] = P.value.data() + i.offset;
 
   // Log: keep the rows up to the resumed step.
   std::vector<std::string> log_rows;
@@ -280,9 +285,8 @@ TrainResult train_run(const TrainOptions& opt_in) {
     // Aux-loss-free balancing (DeepSeek-V3 §2.1.2, as MiniMax-M2's e_score_correction_bias):
     // not a gradient step — each layer's bias moves by ±rate toward equal expert loads.
     const auto loads = graph->take_expert_loads();
-    if (cfg.use_routing_bias)
-      for (int il = 0; il < cfg.n_layers; ++il) {
-        float* bias = P.p(fmt::format("model.layers.{}.block_sparse_moe.e_score_correction_bias", il));
+    for (int il = 0; il < cfg.n_layers; ++il)
+      if (float* bias = routing_bias[size_t(il)]) {
         double mean = 0;
         for (int64_t l : loads[size_t(il)]) mean += double(l) / double(cfg.n_experts);
         for (int e = 0; e < cfg.n_experts; ++e) {

@@ -39,17 +39,7 @@ void add_make_tiny(CLI::App& app, Action& action) {
               "fp8 128x128 with synthetic values, 2 layers unless --layers is given (~3.6 GB a layer)");
   c->callback([o, m2_slice, c, &action] {
     if (tiny_is_text01(o->arch) || o->arch == "minimax_m3") {
-      // The family's tiny shape, except for what was given on the command line.
-      const TinyOptions d = tiny_defaults(o->arch);
-      const std::pair<const char*, int TinyOptions::*> shape[] = {
-          {"--layers", &TinyOptions::n_layers},     {"--experts", &TinyOptions::n_experts},
-          {"--top-k", &TinyOptions::n_experts_active}, {"--vocab", &TinyOptions::vocab_size},
-          {"--hidden", &TinyOptions::d_model},      {"--heads", &TinyOptions::n_heads},
-          {"--kv-heads", &TinyOptions::n_kv_heads}, {"--head-dim", &TinyOptions::head_dim},
-          {"--rotary-dim", &TinyOptions::rotary_dim}, {"--ffn", &TinyOptions::ffn_dim},
-          {"--max-pos", &TinyOptions::max_position}};
-      for (const auto& [flag, field] : shape)
-        if (!c->count(flag)) (*o).*field = d.*field;
+      apply_family_defaults(c, o.get());
       if (*m2_slice) throw CLI::ValidationError("--m2-slice", "only for --arch minimax_m2");
       if (o->hf_keys && !tiny_is_text01(o->arch))
         throw CLI::ValidationError("--hf-keys", "only for --arch minimax_text01 / minimax_m1");

@@ -51,6 +51,7 @@ void add_train(CLI::App& app, Action& action) {
   c->callback([o, c, &action] {
     if (o->resume.empty() && o->data.empty()) throw CLI::ValidationError("--data", "required (unless --resume)");
     if (o->resume.empty() && o->out.empty()) throw CLI::ValidationError("-o", "required (unless --resume)");
+    apply_family_defaults(c, &o->shape);  // the family's tiny shape for flags not given
     action = [o] {
       const train::TrainResult r = train::train_run(*o);
       std::printf("steps=%lld tokens=%lld loss=%.4f val_loss=%.4f wall_s=%.1f\n", (long long)r.steps,

@@ -67,4 +67,23 @@ void add_shape_options(CLI::App* c, TinyOptions* o, bool with_vocab) {
   c->add_option("--max-pos", o->max_position, "max_position_embeddings")->check(CLI::Range(16, 1 << 24));
 }
 
+void apply_family_defaults(CLI::App* c, TinyOptions* o) {
+  const TinyOptions d = tiny_defaults(o->arch);
+  const std::pair<const char*, int TinyOptions::*> shape[] = {
+      {"--layers", &TinyOptions::n_layers},     {"--experts", &TinyOptions::n_experts},
+      {"--top-k", &TinyOptions::n_experts_active}, {"--vocab", &TinyOptions::vocab_size},
+      {"--hidden", &TinyOptions::d_model},      {"--heads", &TinyOptions::n_heads},
+      {"--kv-heads", &TinyOptions::n_kv_heads}, {"--head-dim", &TinyOptions::head_dim},
+      {"--rotary-dim", &TinyOptions::rotary_dim}, {"--ffn", &TinyOptions::ffn_dim},
+      {"--max-pos", &TinyOptions::max_position}};
+  for (const auto& [flag, field] : shape) {
+    bool given = false;
+    try {
+      given = c->count(flag) > 0;
+    } catch (const CLI::OptionNotFound&) {  // a command without this flag (train has no shape --vocab)
+    }
+    if (!given) o->*field = d.*field;
+  }
+}
+
 }  // namespace mmx::cli

@@ -22,6 +22,9 @@ std::unique_ptr<Model> load_for_cli(const std::string& dir, const LoadOptions& o
 
 // The shape flags of make-tiny and train (--layers, --experts, --top-k, --vocab, --hidden, --heads,
 // --kv-heads, --head-dim, --rotary-dim, --ffn, --max-pos).
+// The family's tiny shape (tiny_defaults(o->arch)) for every shape flag not given on the command
+// line (make-tiny, train).
+void apply_family_defaults(CLI::App* c, TinyOptions* o);
 // with_vocab = false leaves --vocab to the caller (train: the tokenizer's size).
 void add_shape_options(CLI::App* c, TinyOptions* o, bool with_vocab = true);
 

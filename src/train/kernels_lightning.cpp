@@ -1,0 +1,174 @@
+// Text-01 / M1 training kernels (kernels_lightning.h), float and double.
+#include "train/kernels_lightning.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+namespace mmx::train {
+
+namespace {
+
+void blas(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
+          int64_t ldb, float beta, float* C, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(M), int(N), int(K),
+              1.0f, A, int(lda), B, int(ldb), beta, C, int(ldc));
+}
+void blas(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double* A, int64_t lda, const double* B,
+          int64_t ldb, double beta, double* C, int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(M), int(N), int(K),
+              1.0, A, int(lda), B, int(ldb), beta, C, int(ldc));
+}
+
+template <class T>
+T sigmoid(T x) {
+  return T(1) / (T(1) + std::exp(-x));
+}
+
+// decay_ij (0 where invisible) for head slope s.
+template <class T>
+T decay(double s, const int32_t* pos, const uint8_t* vis, int64_t t, int64_t i, int64_t j) {
+  if (!(vis ? vis[i * t + j] != 0 : j <= i)) return T(0);
+  return T(std::exp(-s * double(std::max(0, pos[i] - pos[j]))));
+}
+
+}  // namespace
+
+template <class T>
+void lightning_fwd(const T* qkv, const double* slopes, const int32_t* pos, const uint8_t* vis, int64_t t,
+                   int n_heads, int hd, T* out, T* a) {
+  const int64_t rs = int64_t(n_heads) * 3 * hd, os = int64_t(n_heads) * hd;  // row strides
+#pragma omp parallel for schedule(static)
+  for (int h = 0; h < n_heads; ++h) {
+    const T* q = qkv + int64_t(h) * 3 * hd;
+    T* ah = a + int64_t(h) * t * t;
+    blas(false, true, t, t, hd, q, rs, q + hd, rs, T(0), ah, t);  // q_i · k_j
+    for (int64_t i = 0; i < t; ++i)
+      for (int64_t j = 0; j < t; ++j) ah[i * t + j] *= decay<T>(slopes[h], pos, vis, t, i, j);
+    blas(false, false, t, hd, t, ah, t, q + 2 * hd, rs, T(0), out + int64_t(h) * hd, os);  // Σ_j a_ij v_j
+  }
+}
+
+template <class T>
+void lightning_bwd(const T* dout, const T* qkv, const double* slopes, const int32_t* pos, const uint8_t* vis,
+                   const T* a, int64_t t, int n_heads, int hd, T* dqkv) {
+  const int64_t rs = int64_t(n_heads) * 3 * hd, os = int64_t(n_heads) * hd;
+#pragma omp parallel
+  {
+    std::vector<T> da(static_cast<size_t>(t * t));
+#pragma omp for schedule(static)
+    for (int h = 0; h < n_heads; ++h) {
+      const T* q = qkv + int64_t(h) * 3 * hd;
+      const T* doh = dout + int64_t(h) * hd;
+      T* dq = dqkv + int64_t(h) * 3 * hd;
+      // dA_ij = (do_i · v_j) · decay_ij;  dq_i += Σ_j dA_ij k_j;  dk_j += Σ_i dA_ij q_i;  dv_j += Σ_i a_ij do_i
+      blas(false, true, t, t, hd, doh, os, q + 2 * hd, rs, T(0), da.data(), t);
+      for (int64_t i = 0; i < t; ++i)
+        for (int64_t j = 0; j < t; ++j) da[size_t(i * t + j)] *= decay<T>(slopes[h], pos, vis, t, i, j);
+      blas(false, false, t, hd, t, da.data(), t, q + hd, rs, T(1), dq, rs);
+      blas(true, false, t, hd, t, da.data(), t, q, rs, T(1), dq + hd, rs);
+      blas(true, false, t, hd, t, a + int64_t(h) * t * t, t, doh, os, T(1), dq + 2 * hd, rs);
+    }
+  }
+}
+
+template <class T>
+void silu_fwd(const T* x, int64_t n, T* y) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * sigmoid(x[i]);
+}
+
+template <class T>
+void silu_bwd(const T* dy, const T* x, int64_t n, T* dx) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    const T s = sigmoid(x[i]);
+    dx[i] += dy[i] * s * (T(1) + x[i] * (T(1) - s));
+  }
+}
+
+template <class T>
+void mul_sigmoid_fwd(const T* a, const T* g, int64_t n, T* y) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) y[i] = a[i] * sigmoid(g[i]);
+}
+
+template <class T>
+void mul_sigmoid_bwd(const T* dy, const T* a, const T* g, int64_t n, T* da, T* dg) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    const T s = sigmoid(g[i]);
+    da[i] += dy[i] * s;
+    dg[i] += dy[i] * a[i] * s * (T(1) - s);
+  }
+}
+
+template <class T>
+void router_softmax_fwd(const T* logits, int64_t n, int n_experts, int k, int32_t* ids, T* w, T* p) {
+#pragma omp parallel
+  {
+    std::vector<int> order(static_cast<size_t>(n_experts));
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < n; ++t) {
+      const T* l = logits + t * n_experts;
+      T* pr = p + t * n_experts;
+      T mx = l[0], sum = 0;
+      for (int e = 1; e < n_experts; ++e) mx = std::max(mx, l[e]);
+      for (int e = 0; e < n_experts; ++e) sum += pr[e] = std::exp(l[e] - mx);
+      for (int e = 0; e < n_experts; ++e) pr[e] /= sum;
+      for (int e = 0; e < n_experts; ++e) order[size_t(e)] = e;
+      std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                        [&](int a, int b) { return pr[a] > pr[b] || (pr[a] == pr[b] && a < b); });
+      T sel = 0;
+      for (int j = 0; j < k; ++j) sel += pr[order[size_t(j)]];
+      for (int j = 0; j < k; ++j) {
+        ids[t * k + j] = order[size_t(j)];
+        w[t * k + j] = pr[order[size_t(j)]] / sel;
+      }
+    }
+  }
+}
+
+template <class T>
+void router_softmax_bwd(const T* dw, const int32_t* ids, const T* w, const T* p, int64_t n, int n_experts, int k,
+                        T* dlogits) {
+#pragma omp parallel
+  {
+    std::vector<T> dp(static_cast<size_t>(n_experts));
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < n; ++t) {
+      const T* pr = p + t * n_experts;
+      // w_j = p_j / S over the selected: dp_i = (dw_i − Σ_j dw_j w_j) / S (selected i, else 0);
+      // softmax: dlogit_e = p_e (dp_e − Σ_f p_f dp_f)
+      std::fill(dp.begin(), dp.end(), T(0));
+      T sum = 0, dot = 0;
+      for (int j = 0; j < k; ++j) {
+        sum += pr[ids[t * k + j]];
+        dot += dw[t * k + j] * w[t * k + j];
+      }
+      for (int j = 0; j < k; ++j) dp[size_t(ids[t * k + j])] = (dw[t * k + j] - dot) / sum;
+      T pdp = 0;
+      for (int e = 0; e < n_experts; ++e) pdp += pr[e] * dp[size_t(e)];
+      for (int e = 0; e < n_experts; ++e) dlogits[t * n_experts + e] += pr[e] * (dp[size_t(e)] - pdp);
+    }
+  }
+}
+
+#define MMX_LIGHTNING_INSTANTIATE(T)                                                                             \
+  template void lightning_fwd<T>(const T*, const double*, const int32_t*, const uint8_t*, int64_t, int, int, T*, \
+                                 T*);                                                                           \
+  template void lightning_bwd<T>(const T*, const T*, const double*, const int32_t*, const uint8_t*, const T*,    \
+                                 int64_t, int, int, T*);                                                        \
+  template void silu_fwd<T>(const T*, int64_t, T*);                                                             \
+  template void silu_bwd<T>(const T*, const T*, int64_t, T*);                                                   \
+  template void mul_sigmoid_fwd<T>(const T*, const T*, int64_t, T*);                                            \
+  template void mul_sigmoid_bwd<T>(const T*, const T*, const T*, int64_t, T*, T*);                              \
+  template void router_softmax_fwd<T>(const T*, int64_t, int, int, int32_t*, T*, T*);                           \
+  template void router_softmax_bwd<T>(const T*, const int32_t*, const T*, const T*, int64_t, int, int, T*);
+
+MMX_LIGHTNING_INSTANTIATE(float)
+MMX_LIGHTNING_INSTANTIATE(double)
+
+}  // namespace mmx::train

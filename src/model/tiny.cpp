@@ -109,6 +109,58 @@ void write_text(const std::filesystem::path& p, const std::string& s) {
   if (!f) fail("error writing {}", p.string());
 }
 
+// The Text-01 / M1 config.json text (spec §3.1 keys; -hf spelling with o.hf_keys).
+std::string tiny_text01_config_json(const TinyOptions& o, int64_t bos_id, int64_t eos_id) {
+  const int64_t d = o.d_model, f = o.ffn_dim, V = o.vocab_size;
+  std::vector<int> attn_type(o.n_layers);  // 0 = lightning, 1 = softmax
+  for (int il = 0; il < o.n_layers; ++il) attn_type[il] = (il + 1) % o.full_attn_interval == 0;
+  const bool m1 = o.arch == "minimax_m1";
+  const double alpha = std::pow(2.0 * o.n_layers, 0.25);  // DeepNorm-style, as (2·80)^(1/4) in §3.1
+  json cfg = {
+      {"architectures", {m1 ? "MiniMaxM1ForCausalLM" : "MiniMaxText01ForCausalLM"}},
+      {"model_type", m1 ? "minimax_m1" : "minimax_text_01"},
+      {"hidden_size", d},
+      {"num_hidden_layers", o.n_layers},
+      {"num_attention_heads", o.n_heads},
+      {"num_key_value_heads", o.n_kv_heads},
+      {"head_dim", o.head_dim},
+      {"rotary_dim", o.rotary_dim},
+      {"rope_theta", 10000000.0},
+      {"max_position_embeddings", o.max_position},
+      {"intermediate_size", f},
+      {"num_local_experts", o.n_experts},
+      {"num_experts_per_tok", o.n_experts_active},
+      {"shared_intermediate_size", 0},
+      {"shared_moe_mode", "sigmoid"},
+      {"hidden_act", "silu"},
+      {"rms_norm_eps", 1e-5},
+      {"vocab_size", V},
+      {"tie_word_embeddings", false},
+      {"sliding_window", nullptr},
+      {"bos_token_id", bos_id},
+      {"eos_token_id", eos_id},
+      {"torch_dtype", o.dtype == "f32" ? "float32" : o.dtype == "f16" ? "float16" : "bfloat16"},
+  };
+  if (o.hf_keys) {
+    std::vector<std::string> types;
+    for (int t : attn_type) types.push_back(t ? "full_attention" : "linear_attention");
+    cfg["layer_types"] = types;
+    for (const char* k : {"full_attn", "linear_attn", "mlp"}) {
+      cfg[fmt::format("{}_alpha_factor", k)] = alpha;
+      cfg[fmt::format("{}_beta_factor", k)] = 1.0;
+    }
+  } else {
+    cfg["attn_type_list"] = attn_type;
+    for (const char* k : {"full_attention", "linear_attention", "mlp"}) {
+      const std::string n = std::string(k) == "mlp" ? "layernorm_mlp" : fmt::format("layernorm_{}", k);
+      cfg[n + "_alpha"] = alpha;
+      cfg[n + "_beta"] = 1.0;
+    }
+    cfg["postnorm"] = true;
+  }
+  return cfg.dump(2) + "\n";
+}
+
 // MiniMax-Text-01 / M1 (spec §3.1 keys, §3.2 tensors): lightning layers (fused per-head
 // interleaved qkv_proj, output_gate, norm, out_proj) and softmax layers (q/k/v/o_proj) mixed by
 // attn_type_list; softmax-routed MoE without a shared expert; post-norm α/β residual.
@@ -185,51 +237,7 @@ void write_tiny_text01(const TinyOptions& o) {
   if (ec) fail("make-tiny: cannot create {}: {}", o.out_dir, ec.message());
   w.write((dir / "model.safetensors").string());
 
-  const bool m1 = o.arch == "minimax_m1";
-  const double alpha = std::pow(2.0 * o.n_layers, 0.25);  // DeepNorm-style, as (2·80)^(1/4) in §3.1
-  json cfg = {
-      {"architectures", {m1 ? "MiniMaxM1ForCausalLM" : "MiniMaxText01ForCausalLM"}},
-      {"model_type", m1 ? "minimax_m1" : "minimax_text_01"},
-      {"hidden_size", d},
-      {"num_hidden_layers", o.n_layers},
-      {"num_attention_heads", o.n_heads},
-      {"num_key_value_heads", o.n_kv_heads},
-      {"head_dim", o.head_dim},
-      {"rotary_dim", o.rotary_dim},
-      {"rope_theta", 10000000.0},
-      {"max_position_embeddings", o.max_position},
-      {"intermediate_size", f},
-      {"num_local_experts", o.n_experts},
-      {"num_experts_per_tok", o.n_experts_active},
-      {"shared_intermediate_size", 0},
-      {"shared_moe_mode", "sigmoid"},
-      {"hidden_act", "silu"},
-      {"rms_norm_eps", 1e-5},
-      {"vocab_size", V},
-      {"tie_word_embeddings", false},
-      {"sliding_window", nullptr},
-      {"bos_token_id", tok.bos_id},
-      {"eos_token_id", tok.eos_id},
-      {"torch_dtype", o.dtype == "f32" ? "float32" : o.dtype == "f16" ? "float16" : "bfloat16"},
-  };
-  if (o.hf_keys) {
-    std::vector<std::string> types;
-    for (int t : attn_type) types.push_back(t ? "full_attention" : "linear_attention");
-    cfg["layer_types"] = types;
-    for (const char* k : {"full_attn", "linear_attn", "mlp"}) {
-      cfg[fmt::format("{}_alpha_factor", k)] = alpha;
-      cfg[fmt::format("{}_beta_factor", k)] = 1.0;
-    }
-  } else {
-    cfg["attn_type_list"] = attn_type;
-    for (const char* k : {"full_attention", "linear_attention", "mlp"}) {
-      const std::string n = std::string(k) == "mlp" ? "layernorm_mlp" : fmt::format("layernorm_{}", k);
-      cfg[n + "_alpha"] = alpha;
-      cfg[n + "_beta"] = 1.0;
-    }
-    cfg["postnorm"] = true;
-  }
-  write_text(dir / "config.json", cfg.dump(2) + "\n");
+  write_text(dir / "config.json", tiny_text01_config_json(o, tok.bos_id, tok.eos_id));
   const json gen = {{"bos_token_id", tok.bos_id}, {"eos_token_id", tok.eos_id},
                     {"temperature", 1.0}, {"top_p", 0.95}};
   write_text(dir / "generation_config.json", gen.dump(2) + "\n");
@@ -284,6 +292,7 @@ std::string tiny_m2_config_json(const TinyOptions& o, int64_t bos_id, int64_t eo
 
 std::string tiny_config_json(const TinyOptions& o, int64_t bos_id, int64_t eos_id) {
   if (o.arch == "minimax_m2") return tiny_m2_config_json(o, bos_id, eos_id);
+  if (tiny_is_text01(o.arch)) return tiny_text01_config_json(o, bos_id, eos_id);
   fail("no config writer for --arch {} yet (training supports minimax_m2)", o.arch);
 }
 

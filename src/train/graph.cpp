@@ -28,7 +28,9 @@ std::unique_ptr<Graph<T>> make_graph(const ModelConfig& cfg, ParamSet<T>& params
   if (max_seqs < 1 || seq_len < 1) fail("training: batch and sequence length must be >= 1");
   param_layout(cfg);  // refuses unsupported families / options
   switch (cfg.family) {
-    case Family::kMiniMaxM2: return make_graph_m2<T>(cfg, params, max_seqs, seq_len);
+    case Family::kMiniMaxM2:
+    case Family::kMiniMaxText01: return make_graph_moe<T>(cfg, params, max_seqs, seq_len);
+    case Family::kMiniMaxM3: return make_graph_m3<T>(cfg, params, max_seqs, seq_len);
     default: break;
   }
   fail("training: the {} family has no training graph yet", cfg.architecture);

@@ -16,10 +16,12 @@ std::vector<ParamInfo> param_layout(const ModelConfig& c) {
   if (c.tie_word_embeddings) fail("training: tie_word_embeddings is not supported");
   if (c.fp8.enabled) fail("training: FP8 checkpoints are not trained directly; convert to bf16/f32 first");
   switch (c.family) {
-    case Family::kMiniMaxM2: return param_layout_m2(c);
+    case Family::kMiniMaxM2:
+    case Family::kMiniMaxText01: return param_layout_moe(c);
+    case Family::kMiniMaxM3: return param_layout_m3(c);
     default: break;
   }
-  fail("training: the {} family is not trainable yet (supported: MiniMax-M2)", c.architecture);
+  fail("training: the {} family is not trainable yet (supported: MiniMax-M2, Text-01 / M1)", c.architecture);
 }
 
 template <class T>

@@ -1,4 +1,5 @@
-// The whole training graph on tiny seeded checkpoints (real HF layout):
+// The whole training graph on tiny seeded checkpoints (real HF layout), MiniMax-M2 and
+// Text-01 (lightning + softmax layers, post-norm α/β residual, softmax router):
 //   * its forward is the inference forward (same logits as Model::forward through KV caches);
 //   * the double graph's parameter gradients equal central finite differences of its loss;
 //   * splitting a batch into micro-batches (global token normaliser) leaves the gradient unchanged;
@@ -27,7 +28,15 @@ void small_m2(TinyOptions& o) {
   o.n_layers = 2, o.d_model = 32, o.n_heads = 4, o.n_kv_heads = 2, o.head_dim = 8, o.rotary_dim = 4;
   o.ffn_dim = 16, o.n_experts = 4, o.n_experts_active = 2, o.vocab_size = 300;
 }
+// A small Text-01 (4 layers: lightning, softmax, lightning, softmax; post-norm α/β; softmax top-2).
+void small_text01(TinyOptions& o) {
+  small_m2(o);
+  o.n_layers = 4, o.full_attn_interval = 2;
+}
 std::string small_dir() { return testing::tiny_dir("minimax_m2", "f32", 5, "_small", small_m2); }
+std::string small_text01_dir() { return testing::tiny_dir("minimax_text01", "f32", 6, "_small", small_text01); }
+// Both families of the MoE graph, for the tests that loop over them.
+std::vector<std::string> small_dirs() { return {small_dir(), small_text01_dir()}; }
 
 std::vector<int32_t> random_ids(int64_t n, int64_t vocab, uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -43,7 +52,8 @@ double max_abs(const std::vector<double>& v) {
 }
 
 TEST(TrainGraph, ForwardEqualsInferenceForward) {
-  const std::string dir = testing::tiny_dir("minimax_m2", "f32", 3);
+  for (const std::string& dir : {testing::tiny_dir("minimax_m2", "f32", 3), testing::tiny_dir("minimax_text01", "f32", 3)}) {
+  SCOPED_TRACE(dir);
   const ModelConfig cfg = load_config(dir);
   auto model = load_model(dir);
   const int64_t T = 40;
@@ -73,13 +83,15 @@ TEST(TrainGraph, ForwardEqualsInferenceForward) {
   // tolerance of docs/numerics.md (measured here: ~1e-6 relative).
   EXPECT_LE(d32, 1e-4 * mx) << "float training forward vs inference: " << d32 << " (max |logit| " << mx << ")";
   EXPECT_LE(d64, 1e-4 * mx) << "double training forward vs inference: " << d64;
+  }
 }
 
 // Loss of the double graph (Σ CE / scored) for the current parameter values.
 double loss_of(Graph<double>& g, const TrainBatch& b, double scored) { return g.forward(b, nullptr) / scored; }
 
 TEST(TrainGraph, ModelGradientsMatchFiniteDifferences) {
-  const std::string dir = small_dir();
+  for (const std::string& dir : small_dirs()) {
+  SCOPED_TRACE(dir);
   const ModelConfig cfg = load_config(dir);
   ParamSet<double> P(param_layout(cfg));
   load_params(dir, P);
@@ -120,6 +132,7 @@ TEST(TrainGraph, ModelGradientsMatchFiniteDifferences) {
     }
   }
   EXPECT_GT(checked, 40);
+  }
 }
 
 // Gradients of `rows` sequences of batch (tok, tgt) split into micro-batches of `micro`.
@@ -138,7 +151,8 @@ std::vector<T> grads_split(const std::string& dir, const std::vector<int32_t>& t
 }
 
 TEST(TrainGraph, MicroBatchSplitLeavesGradientUnchanged) {
-  const std::string dir = small_dir();
+  for (const std::string& dir : small_dirs()) {
+  SCOPED_TRACE(dir);
   const int64_t B = 4, T = 8;
   const std::vector<int32_t> tok = random_ids(B * T, 300, 11), tgt = random_ids(B * T, 300, 12);
   const auto d1 = grads_split<double>(dir, tok, tgt, B, T, 4), d2 = grads_split<double>(dir, tok, tgt, B, T, 2),
@@ -151,6 +165,7 @@ TEST(TrainGraph, MicroBatchSplitLeavesGradientUnchanged) {
   const auto f1 = grads_split<float>(dir, tok, tgt, B, T, 4), f2 = grads_split<float>(dir, tok, tgt, B, T, 2);
   for (size_t i = 0; i < f1.size(); ++i) ASSERT_NEAR(f2[i], f1[i], 2e-6 * s) << i;  // fp32 summation order
   for (size_t i = 0; i < f1.size(); ++i) ASSERT_NEAR(double(f1[i]), d1[i], 1e-4 * s) << i;
+  }
 }
 
 // Prefix p0 p1 p2, branch A = a3 a4, branch B = b3 b4. Packed: [p0 p1 p2 a3 a4 b3 b4] with a tree
@@ -158,7 +173,8 @@ TEST(TrainGraph, MicroBatchSplitLeavesGradientUnchanged) {
 // target (a3), so B leaves its prefix targets (p0→p1, p1→p2, p2→b3) unscored: every scored target
 // then appears once on both sides, with the same context.
 TEST(TrainGraph, TreePackedBatchEqualsSeparateSequences) {
-  const std::string dir = small_dir();
+  for (const std::string& dir : small_dirs()) {
+  SCOPED_TRACE(dir);
   const ModelConfig cfg = load_config(dir);
   const std::vector<int32_t> p = {5, 17, 42}, a = {100, 7}, bb = {250, 9};
   std::vector<int32_t> sep_tok = {p[0], p[1], p[2], a[0], a[1], p[0], p[1], p[2], bb[0], bb[1]};
@@ -183,10 +199,12 @@ TEST(TrainGraph, TreePackedBatchEqualsSeparateSequences) {
   EXPECT_NEAR(l2, l1, 1e-12 * std::fabs(l1));
   const double s = max_abs(P1.grad);
   for (size_t i = 0; i < P1.grad.size(); ++i) ASSERT_NEAR(P2.grad[i], P1.grad[i], 1e-12 * s) << i;
+  }
 }
 
 TEST(TrainGraph, DeterministicAndThreadCountInvariant) {
-  const std::string dir = small_dir();
+  for (const std::string& dir : small_dirs()) {
+  SCOPED_TRACE(dir);
   const int64_t B = 3, T = 16;
   const std::vector<int32_t> tok = random_ids(B * T, 300, 21), tgt = random_ids(B * T, 300, 22);
   set_n_threads(2);
@@ -196,6 +214,7 @@ TEST(TrainGraph, DeterministicAndThreadCountInvariant) {
   set_n_threads(0);
   EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4)) << "two runs differ";
   EXPECT_EQ(0, std::memcmp(a.data(), c.data(), a.size() * 4)) << "1 thread differs from 2";
+  }
 }
 
 TEST(TrainGraph, BadBatchesAreRefused) {

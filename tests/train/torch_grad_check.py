@@ -2,9 +2,10 @@
 """Our gradients against two independent oracles, on fresh tiny checkpoints (mmx make-tiny, f32):
 
   1. PyTorch autograd (reference/torch_grad.py, written from the spec, sharing no code with the
-     engine) vs `mmx grad`: the loss and every trainable tensor's gradient, for a causal batch with
-     unscored (-1) targets and for a tree visibility mask; float64 to 1e-8 relative (per tensor,
-     relative to its max |grad|), float32 to 1e-4.
+     engine) vs `mmx grad`, per family (MiniMax-M2; Text-01 with lightning and softmax layers): the
+     loss and every trainable tensor's gradient, for a causal batch with unscored (-1) targets and
+     for a tree visibility mask; float64 to 1e-8 relative (per tensor, relative to its max |grad|),
+     float32 to 1e-4.
   2. The float64 numpy reference forward (reference/minimax_m2.py, logits of each row) -> softmax
      cross-entropy in numpy == `mmx grad --dtype f64` loss to 1e-6 relative.
 
@@ -71,6 +72,44 @@ def compare(ours, theirs, tol, what):
     return ok, worst
 
 
+def check_arch(mmx, work, arch, model, T, V):
+    """mmx grad vs torch_grad.py on one checkpoint: causal and tree mask, f64 and f32."""
+    rng = np.random.default_rng(3)
+    B = 3
+    batch = rng.integers(0, V, size=(B, T + 1)).astype(np.int32)
+    batch[1, -3:] = -1  # unscored tail (and -1 as an input id: embedded as id 0 by both sides)
+    bpath = os.path.join(work, f"{arch}_batch.npy")
+    np.save(bpath, batch)
+    # a tree mask: rows 0..7 a prefix, then two branches sharing it
+    half = (T - 8) // 2
+    parent = list(range(-1, 7)) + [7] + list(range(8, 8 + half - 1)) + [7] + list(range(8 + half, T - 1))
+    tree = np.zeros((T, T), dtype=bool)
+    for i in range(T):
+        j = i
+        while j >= 0:
+            tree[i, j] = True
+            j = parent[j]
+    mpath = os.path.join(work, f"{arch}_mask.npy")
+    np.save(mpath, np.stack([np.tril(np.ones((T, T), dtype=bool)), tree, tree]))
+    ok_all = True
+    for tag, extra in (("causal", []), ("tree", ["--mask", mpath])):
+        for dt, ours_dt, tol in (("float64", "f64", 1e-8), ("float32", "f32", 1e-4)):
+            o = os.path.join(work, f"{arch}_ours_{ours_dt}_{tag}.safetensors")
+            t = os.path.join(work, f"{arch}_torch_{dt}_{tag}.safetensors")
+            run([mmx, "grad", "-m", model, "--batch", bpath, "--dtype", ours_dt, "-o", o] + extra)
+            run([PY, os.path.join(ROOT, "reference", "torch_grad.py"), "-m", model, "--batch", bpath, "--dtype", dt,
+                 "-o", t] + extra)
+            go, gt = load_grads(o), load_grads(t)
+            ok, worst = compare(go, gt, tol, f"{arch} {tag} {dt}")
+            lo, lt = float(go["loss"][0]), float(gt["loss"][0])
+            lrel = abs(lo - lt) / abs(lt)
+            print(f"{arch:15s} {tag:6s} {dt}: loss ours {lo:.15f} torch {lt:.15f} (rel {lrel:.2e}); "
+                  f"worst tensor rel diff {worst:.2e} over {len(go)} tensors (tol {tol})")
+            if not ok or not lrel <= tol:
+                ok_all = False
+    return ok_all
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mmx", required=True)
@@ -78,44 +117,20 @@ def main():
     args = ap.parse_args()
     work = args.work or tempfile.mkdtemp(prefix="mmx_torch_grad_")
     os.makedirs(work, exist_ok=True)
-    model = os.path.join(work, "m2")
-    run([args.mmx, "make-tiny", "--arch", "minimax_m2", "-o", model, "--dtype", "f32", "--seed", "11"])
-    rng = np.random.default_rng(3)
-    B, T, V = 3, 24, 512
-    batch = rng.integers(0, V, size=(B, T + 1)).astype(np.int32)
-    batch[1, -3:] = -1  # unscored tail (and -1 as an input id: embedded as id 0 by both sides)
-    np.save(os.path.join(work, "batch.npy"), batch)
-    # a tree mask per row: rows 0..7 a prefix, then two branches of 8 each
-    parent = list(range(-1, 7)) + [7] + list(range(8, 15)) + [7] + list(range(16, 23))
-    tree = np.zeros((T, T), dtype=bool)
-    for i in range(T):
-        j = i
-        while j >= 0:
-            tree[i, j] = True
-            j = parent[j]
-    mask = np.stack([np.tril(np.ones((T, T), dtype=bool)), tree, tree])
-    np.save(os.path.join(work, "mask.npy"), mask)
-
     failed = False
-    for tag, extra in (("causal", []), ("tree mask", ["--mask", os.path.join(work, "mask.npy")])):
-        for dt, ours_dt, tol in (("float64", "f64", 1e-8), ("float32", "f32", 1e-4)):
-            o = os.path.join(work, f"ours_{ours_dt}_{len(extra)}.safetensors")
-            t = os.path.join(work, f"torch_{dt}_{len(extra)}.safetensors")
-            run([args.mmx, "grad", "-m", model, "--batch", os.path.join(work, "batch.npy"), "--dtype", ours_dt,
-                 "-o", o] + extra)
-            run([PY, os.path.join(ROOT, "reference", "torch_grad.py"), "-m", model, "--batch",
-                 os.path.join(work, "batch.npy"), "--dtype", dt, "-o", t] + extra)
-            go, gt = load_grads(o), load_grads(t)
-            ok, worst = compare(go, gt, tol, f"{tag} {dt}")
-            lo, lt = float(go["loss"][0]), float(gt["loss"][0])
-            lrel = abs(lo - lt) / abs(lt)
-            print(f"{tag:9s} {dt}: loss ours {lo:.15f} torch {lt:.15f} (rel {lrel:.2e}); "
-                  f"worst tensor rel diff {worst:.2e} over {len(go)} tensors (tol {tol})")
-            if not ok or not lrel <= tol:
-                failed = True
+    # (arch, make-tiny extra args, batch width T, vocab)
+    cases = [("minimax_m2", [], 24, 512), ("minimax_text01", [], 24, 512)]
+    for arch, extra_tiny, T, V in cases:
+        model = os.path.join(work, arch)
+        run([args.mmx, "make-tiny", "--arch", arch, "-o", model, "--dtype", "f32", "--seed", "11"] + extra_tiny)
+        if not check_arch(args.mmx, work, arch, model, T, V):
+            failed = True
 
-    # numpy float64 forward -> CE == our f64 loss
+    # numpy float64 forward -> CE == our f64 loss (M2 case)
     import minimax_m2
+    model = os.path.join(work, "minimax_m2")
+    batch = np.load(os.path.join(work, "minimax_m2_batch.npy"))
+    B, T = batch.shape[0], batch.shape[1] - 1
     ref = minimax_m2.M2Reference.from_dir(model)
     total, n = 0.0, 0
     for b in range(B):
@@ -130,7 +145,7 @@ def main():
             total += m + np.log(np.exp(row - m).sum()) - row[y]
             n += 1
     np_loss = total / n
-    ours = float(load_grads(os.path.join(work, "ours_f64_0.safetensors"))["loss"][0])
+    ours = float(load_grads(os.path.join(work, "minimax_m2_ours_f64_causal.safetensors"))["loss"][0])
     rel = abs(ours - np_loss) / abs(np_loss)
     print(f"numpy reference loss {np_loss:.15f} vs mmx grad f64 {ours:.15f}: rel {rel:.2e} (tol 1e-6)")
     if not rel <= 1e-6:

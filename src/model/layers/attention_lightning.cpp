@@ -12,11 +12,14 @@ namespace {
 enum Slot { kQkv = 120, kAttn, kGate };
 }
 
+double lightning_slope(int n_heads, int h, int il, int n_layers) {
+  const double factor = n_layers > 1 ? 1.0 - double(il) / double(n_layers - 1) + 1e-5 : 1.0 + 1e-5;
+  return std::exp2(-8.0 * double(h + 1) / double(n_heads)) * factor;
+}
+
 Buffer lightning_slopes(int n_heads, int il, int n_layers) {
   Buffer b(DType::kF32, {n_heads});
-  const double factor = n_layers > 1 ? 1.0 - double(il) / double(n_layers - 1) + 1e-5 : 1.0 + 1e-5;
-  for (int h = 0; h < n_heads; ++h)
-    b.f32()[h] = float(std::exp2(-8.0 * double(h + 1) / double(n_heads)) * factor);
+  for (int h = 0; h < n_heads; ++h) b.f32()[h] = float(lightning_slope(n_heads, h, il, n_layers));
   return b;
 }
 

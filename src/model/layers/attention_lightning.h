@@ -20,6 +20,8 @@ struct LightningParams {
 // Decay slopes of global layer `il` of `n_layers` (spec §3.5 step 2):
 //   s_h = 2^(-8(h+1)/H) · (1 - il/(n_layers-1) + 1e-5)   (factor 1 + 1e-5 when n_layers == 1)
 // H must be a power of two (config refuses others). Returns [n_heads] F32.
+// Slope s_h of head h in layer il, in double (the training graph's fp64 path uses it unrounded).
+double lightning_slope(int n_heads, int h, int il, int n_layers);
 Buffer lightning_slopes(int n_heads, int il, int n_layers);
 
 // h:      [n_tokens, d_model] normed layer input (n1), the rows of every chunk of `rows`

@@ -1,0 +1,510 @@
+// Training graph of the MoE decoder families (inference twins: model/families/minimax_m2.cpp and
+// minimax_text01.cpp): MiniMax-M2 (spec §4.4) and MiniMax-Text-01 / M1 (spec §3). Per layer:
+//   h1 = RMSNorm_in(x)
+//   a  = softmax layer: q,k,v = h1·Wq,k,vᵀ; [M2: QK-norm over the whole projection]; partial
+//        NeoX RoPE; Wo · attention(q, k, v; visibility)
+//        lightning layer (Text-01): qkv = SiLU(h1·Wqkvᵀ); o = lightning(q, k, v; slopes);
+//        Wout · (RMSNorm_all_heads(o) ⊙ σ(h1·Wgateᵀ))
+//   x  = α·(postnorm ? h1 : x) + β·a          (M2: α = β = 1, pre-norm)
+//   h2 = RMSNorm_post(x);  x = α·(postnorm ? h2 : x) + β·Σ_top-k w_e·expert_e(h2)
+//        (router: M2 sigmoid + selection-only bias; Text-01 softmax over all experts)
+//   logits = lm_head(RMSNorm_final(x));  loss = Σ CE(logits, targets)
+// Architecture differences come from ModelConfig (layer_kinds, postnorm, res_*, router,
+// use_qk_norm), resolved at load; backward runs the same list in reverse, one kernel a step.
+#include <cmath>
+#include <cstring>
+
+#include "base/error.h"
+#include "train/families.h"
+#include "train/graph.h"
+#include "model/layers/attention_lightning.h"
+#include "train/kernels.h"
+#include "train/kernels_lightning.h"
+
+namespace mmx::train {
+
+namespace {
+
+template <class T>
+using Vec = std::vector<T>;
+
+// Saved activations of one layer; n = rows, E experts, k active.
+template <class T>
+struct LayerActs {
+  Vec<T> x_in, h1, r1;            // [n,d] [n,d] [n]
+  Vec<T> q_raw, k_raw, rq, rk;    // [n,qd] [n,kvd] [n] [n]: projections before QK-norm
+  Vec<T> q, k, v;                 // [n,qd] [n,kvd] [n,kvd]: after QK-norm + RoPE
+  Vec<T> p;                       // [n_seqs, n_heads, t, t] attention probabilities
+  Vec<T> att;                     // [n, qd] attention heads output
+  // lightning layers (Text-01) instead of q..att:
+  Vec<T> qkv_raw, qkv;            // [n, 3qd] the fused projection before / after SiLU
+  Vec<T> la;                      // [n_seqs, n_heads, t, t] decayed scores (kernels_lightning.h)
+  Vec<T> lo, lr, ln, lg, lag;     // [n,qd] output, [n] inner-norm rstd, [n,qd] normed, gate logits, gated
+  Vec<T> x_mid, h2, r2;           // [n,d] [n,d] [n]
+  Vec<T> logits, probs, w;        // [n,E] [n,E] [n,k] router
+  Vec<int32_t> ids;               // [n,k]
+  Vec<int32_t> count;             // [E+1] slot ranges per expert (prefix sums)
+  Vec<int32_t> slot_row, slot_j;  // [n*k] token row and top-k rank of each slot, grouped by expert
+  Vec<int32_t> slot_of;           // [n*k] the slot of (row, rank): the inverse map
+  Vec<T> xe, g, u, a, ye;         // [n*k,d] [n*k,f] x3 [n*k,d]: expert inputs .. unscaled outputs
+};
+
+template <class T>
+class MoeGraph final : public Graph<T> {
+ public:
+  MoeGraph(const ModelConfig& c, ParamSet<T>& P, int64_t max_seqs, int64_t seq_len)
+      : c_(c), P_(P), max_seqs_(max_seqs), seq_len_(seq_len) {
+    const int64_t n = max_seqs * seq_len, d = c.d_model, qd = c.q_dim(), kvd = c.kv_dim();
+    const int64_t E = c.n_experts, k = c.n_experts_active, f = c.ffn_dim;
+    acts_.resize(size_t(c.n_layers));
+    for (int il = 0; il < c.n_layers; ++il) {
+      LayerActs<T>& L = acts_[size_t(il)];
+      for (Vec<T>* v : {&L.x_in, &L.h1, &L.x_mid, &L.h2}) v->resize(size_t(n * d));
+      for (Vec<T>* v : {&L.r1, &L.r2}) v->resize(size_t(n));
+      if (lightning(il)) {
+        for (Vec<T>* v : {&L.qkv_raw, &L.qkv}) v->resize(size_t(n * 3 * qd));
+        for (Vec<T>* v : {&L.lo, &L.ln, &L.lg, &L.lag}) v->resize(size_t(n * qd));
+        L.lr.resize(size_t(n));
+        L.la.resize(size_t(max_seqs * c.n_heads * seq_len * seq_len));
+        slopes_.emplace_back();
+        for (int h = 0; h < c.n_heads; ++h) slopes_.back().push_back(layers::lightning_slope(c.n_heads, h, il, c.n_layers));
+      } else {
+        for (Vec<T>* v : {&L.rq, &L.rk}) v->resize(size_t(n));
+        for (Vec<T>* v : {&L.q_raw, &L.q, &L.att}) v->resize(size_t(n * qd));
+        for (Vec<T>* v : {&L.k_raw, &L.k, &L.v}) v->resize(size_t(n * kvd));
+        L.p.resize(size_t(max_seqs * c.n_heads * seq_len * seq_len));
+        slopes_.emplace_back();
+      }
+      L.logits.resize(size_t(n * E));
+      L.probs.resize(size_t(n * E));
+      L.w.resize(size_t(n * k));
+      L.ids.resize(size_t(n * k));
+      L.count.resize(size_t(E + 1));
+      L.slot_row.resize(size_t(n * k));
+      L.slot_j.resize(size_t(n * k));
+      L.slot_of.resize(size_t(n * k));
+      L.xe.resize(size_t(n * k * d));
+      L.ye.resize(size_t(n * k * d));
+      for (Vec<T>* v : {&L.g, &L.u, &L.a}) v->resize(size_t(n * k * f));
+    }
+    x_.resize(size_t(n * d));
+    hf_.resize(size_t(n * d));
+    rf_.resize(size_t(n));
+    logits_.resize(size_t(n * c.vocab_size));
+    dx_.resize(size_t(n * d));
+    dh_.resize(size_t(n * d));
+    dq_.resize(size_t(n * 3 * qd));  // also the lightning dqkv
+    dk_.resize(size_t(n * kvd));
+    dv_.resize(size_t(n * kvd));
+    dq_raw_.resize(size_t(n * 3 * qd));
+    dk_raw_.resize(size_t(n * kvd));
+    datt_.resize(size_t(n * qd));
+    for (Vec<T>* v : {&dg2_, &dl3_, &dl4_}) v->resize(size_t(n * qd));
+    dbr_.resize(size_t(n * d));
+    drl_.resize(size_t(n * E));
+    dw_.resize(size_t(n * k));
+    dye_.resize(size_t(n * k * d));
+    dxe_.resize(size_t(n * k * d));
+    for (Vec<T>* v : {&da_, &dg_, &du_}) v->resize(size_t(n * k * f));
+    pos_.resize(size_t(n));
+    loads_.assign(size_t(c.n_layers), std::vector<int64_t>(size_t(E), 0));
+  }
+
+  double forward(const TrainBatch& b, T* logits) override {
+    run_forward(b);
+    const double loss =
+        cross_entropy<T>(logits_.data(), b.targets, b.n_seqs * b.seq_len, c_.vocab_size, 0.0, nullptr);
+    if (logits) std::memcpy(logits, logits_.data(), sizeof(T) * size_t(b.n_seqs * b.seq_len * c_.vocab_size));
+    return loss;
+  }
+
+  double forward_backward(const TrainBatch& b, double grad_scale) override {
+    run_forward(b);
+    const int64_t n = b.n_seqs * b.seq_len;
+    // The loss and dlogits in one pass (logits_ is overwritten by its gradient).
+    const double loss = cross_entropy<T>(logits_.data(), b.targets, n, c_.vocab_size, grad_scale, logits_.data());
+    run_backward(b);
+    return loss;
+  }
+
+  std::vector<std::vector<int64_t>> take_expert_loads() override {
+    auto out = loads_;
+    for (auto& l : loads_) std::fill(l.begin(), l.end(), 0);
+    return out;
+  }
+
+ private:
+  std::string lp(int il) const { return "model.layers." + std::to_string(il) + "."; }
+  bool lightning(int il) const { return c_.layer_kinds[size_t(il)] == LayerKind::kLightning; }
+  ResidualScale attn_scale(int il) const { return lightning(il) ? c_.res_lightning : c_.res_softmax; }
+
+  // x = α·(postnorm ? h : x) + β·branch, in place in x_.
+  void residual(const Vec<T>& h, const T* branch, ResidualScale r, int64_t n) {
+    const T a = T(r.alpha), b = T(r.beta);
+    const T* base = c_.postnorm ? h.data() : x_.data();
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) x_[size_t(i)] = a * base[i] + b * branch[i];
+  }
+  std::string ep(int il, int e) const { return lp(il) + "block_sparse_moe.experts." + std::to_string(e) + "."; }
+
+  // Fills logits_ [n, V] and every saved activation.
+  void run_forward(const TrainBatch& b) {
+    check_batch(c_, b, max_seqs_, seq_len_);
+    const int64_t S = b.n_seqs, t = b.seq_len, n = S * t, d = c_.d_model, qd = c_.q_dim(), kvd = c_.kv_dim();
+    const int H = c_.n_heads, KH = c_.n_kv_heads, hd = c_.head_dim;
+    for (int64_t i = 0; i < n; ++i) pos_[size_t(i)] = b.positions ? b.positions[i] : int32_t(i % t);
+    embedding_fwd<T>(P_.p("model.embed_tokens.weight"), b.tokens, n, d, x_.data());
+    const double scale = 1.0 / std::sqrt(double(hd));
+    for (int il = 0; il < c_.n_layers; ++il) {
+      LayerActs<T>& L = acts_[size_t(il)];
+      const std::string p = lp(il);
+      std::memcpy(L.x_in.data(), x_.data(), sizeof(T) * size_t(n * d));
+      rms_norm_fwd<T>(x_.data(), P_.p(p + "input_layernorm.weight"), n, d, c_.norm_eps, L.h1.data(), L.r1.data());
+      if (lightning(il)) lightning_forward(b, il, dh_.data());
+      else softmax_forward(b, il, dh_.data());
+      residual(L.h1, dh_.data(), attn_scale(il), n * d);
+      std::memcpy(L.x_mid.data(), x_.data(), sizeof(T) * size_t(n * d));
+      rms_norm_fwd<T>(x_.data(), P_.p(p + "post_attention_layernorm.weight"), n, d, c_.norm_eps, L.h2.data(),
+                      L.r2.data());
+      moe_forward(il, n, dh_.data());
+      residual(L.h2, dh_.data(), c_.res_mlp, n * d);
+    }
+    rms_norm_fwd<T>(x_.data(), P_.p("model.norm.weight"), n, d, c_.norm_eps, hf_.data(), rf_.data());
+    linear_fwd<T>(hf_.data(), P_.p("lm_head.weight"), n, d, c_.vocab_size, logits_.data());
+  }
+
+  // Softmax GQA attention of layer il over h1: writes the branch output out [n, d].
+  void softmax_forward(const TrainBatch& b, int il, T* out) {
+    LayerActs<T>& L = acts_[size_t(il)];
+    const std::string p = lp(il);
+    const int64_t S = b.n_seqs, t = b.seq_len, n = S * t, d = c_.d_model, qd = c_.q_dim(), kvd = c_.kv_dim();
+    const int H = c_.n_heads, KH = c_.n_kv_heads, hd = c_.head_dim;
+    linear_fwd<T>(L.h1.data(), P_.p(p + "self_attn.q_proj.weight"), n, d, qd, L.q_raw.data());
+    linear_fwd<T>(L.h1.data(), P_.p(p + "self_attn.k_proj.weight"), n, d, kvd, L.k_raw.data());
+    linear_fwd<T>(L.h1.data(), P_.p(p + "self_attn.v_proj.weight"), n, d, kvd, L.v.data());
+    if (c_.use_qk_norm) {
+      rms_norm_fwd<T>(L.q_raw.data(), P_.p(p + "self_attn.q_norm.weight"), n, qd, c_.norm_eps, L.q.data(), L.rq.data());
+      rms_norm_fwd<T>(L.k_raw.data(), P_.p(p + "self_attn.k_norm.weight"), n, kvd, c_.norm_eps, L.k.data(), L.rk.data());
+    } else {
+      L.q = L.q_raw;
+      L.k = L.k_raw;
+    }
+    rope<T>(L.q.data(), pos_.data(), n, H, hd, c_.rotary_dim, c_.rope_theta, false);
+    rope<T>(L.k.data(), pos_.data(), n, KH, hd, c_.rotary_dim, c_.rope_theta, false);
+    const double scale = 1.0 / std::sqrt(double(hd));
+    for (int64_t s = 0; s < S; ++s)
+      attention_fwd<T>(L.q.data() + s * t * qd, L.k.data() + s * t * kvd, L.v.data() + s * t * kvd,
+                       b.visibility ? b.visibility + s * t * t : nullptr, t, H, KH, hd, scale,
+                       L.att.data() + s * t * qd, L.p.data() + s * H * t * t);
+    linear_fwd<T>(L.att.data(), P_.p(p + "self_attn.o_proj.weight"), n, qd, d, out);
+  }
+
+  // Lightning attention of layer il over h1 (spec §3.5): writes the branch output out [n, d].
+  void lightning_forward(const TrainBatch& b, int il, T* out) {
+    LayerActs<T>& L = acts_[size_t(il)];
+    const std::string p = lp(il) + "self_attn.";
+    const int64_t S = b.n_seqs, t = b.seq_len, n = S * t, d = c_.d_model, qd = c_.q_dim();
+    const int H = c_.n_heads, hd = c_.head_dim;
+    linear_fwd<T>(L.h1.data(), P_.p(p + "qkv_proj.weight"), n, d, 3 * qd, L.qkv_raw.data());
+    silu_fwd<T>(L.qkv_raw.data(), n * 3 * qd, L.qkv.data());
+    for (int64_t s = 0; s < S; ++s)
+      lightning_fwd<T>(L.qkv.data() + s * t * 3 * qd, slopes_[size_t(il)].data(), pos_.data() + s * t,
+                       b.visibility ? b.visibility + s * t * t : nullptr, t, H, hd, L.lo.data() + s * t * qd,
+                       L.la.data() + s * H * t * t);
+    rms_norm_fwd<T>(L.lo.data(), P_.p(p + "norm.weight"), n, qd, c_.lightning_norm_eps, L.ln.data(), L.lr.data());
+    linear_fwd<T>(L.h1.data(), P_.p(p + "output_gate.weight"), n, d, qd, L.lg.data());
+    mul_sigmoid_fwd<T>(L.ln.data(), L.lg.data(), n * qd, L.lag.data());
+    linear_fwd<T>(L.lag.data(), P_.p(p + "out_proj.weight"), n, qd, d, out);
+  }
+
+  // MoE of layer il over h2: writes the branch output out [n, d].
+  void moe_forward(int il, int64_t n, T* out) {
+    LayerActs<T>& L = acts_[size_t(il)];
+    const std::string mp = lp(il) + "block_sparse_moe.";
+    const int E = c_.n_experts, k = c_.n_experts_active;
+    const int64_t d = c_.d_model, f = c_.ffn_dim;
+    linear_fwd<T>(L.h2.data(), P_.p(mp + "gate.weight"), n, d, E, L.logits.data());
+    if (c_.router == RouterKind::kSoftmax) {
+      router_softmax_fwd<T>(L.logits.data(), n, E, k, L.ids.data(), L.w.data(), L.probs.data());
+    } else {
+      const T* bias = c_.use_routing_bias ? P_.p(mp + "e_score_correction_bias") : nullptr;
+      router_sigmoid_fwd<T>(L.logits.data(), bias, n, E, k, L.ids.data(), L.w.data(), L.probs.data());
+    }
+    // Slots grouped by expert (ascending id, then token order), as model/layers/moe.cpp.
+    std::fill(L.count.begin(), L.count.end(), 0);
+    for (int64_t i = 0; i < n * k; ++i) ++L.count[size_t(L.ids[size_t(i)] + 1)];
+    for (int e = 0; e < E; ++e) {
+      loads_[size_t(il)][size_t(e)] += L.count[size_t(e + 1)];
+      L.count[size_t(e + 1)] += L.count[size_t(e)];
+    }
+    std::vector<int32_t> fill(L.count.begin(), L.count.end() - 1);
+    for (int64_t r = 0; r < n; ++r)
+      for (int j = 0; j < k; ++j) {
+        const int e = L.ids[size_t(r * k + j)];
+        L.slot_row[size_t(fill[size_t(e)])] = int32_t(r);
+        L.slot_j[size_t(fill[size_t(e)])] = j;
+        L.slot_of[size_t(r * k + j)] = fill[size_t(e)];
+        ++fill[size_t(e)];
+      }
+#pragma omp parallel for schedule(static)
+    for (int64_t s = 0; s < n * k; ++s)
+      std::memcpy(L.xe.data() + s * d, L.h2.data() + int64_t(L.slot_row[size_t(s)]) * d, sizeof(T) * size_t(d));
+    for (int e = 0; e < E; ++e) {
+      const int64_t b0 = L.count[size_t(e)], m = L.count[size_t(e + 1)] - b0;
+      if (m == 0) continue;
+      const std::string ex = ep(il, e);
+      linear_fwd<T>(L.xe.data() + b0 * d, P_.p(ex + "w1.weight"), m, d, f, L.g.data() + b0 * f);
+      linear_fwd<T>(L.xe.data() + b0 * d, P_.p(ex + "w3.weight"), m, d, f, L.u.data() + b0 * f);
+      glu_silu_fwd<T>(L.g.data() + b0 * f, L.u.data() + b0 * f, m * f, L.a.data() + b0 * f);
+      linear_fwd<T>(L.a.data() + b0 * f, P_.p(ex + "w2.weight"), m, f, d, L.ye.data() + b0 * d);
+    }
+    // out_r = Σ_j w_rj · rs · ye_slot(r,j), per row in rank order (parallel over rows, deterministic)
+    const T rs = T(c_.routed_scaling_factor);
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < n; ++r) {
+      T* xr = out + r * d;
+      std::fill(xr, xr + d, T(0));
+      for (int j = 0; j < k; ++j) {
+        const T wgt = L.w[size_t(r * k + j)] * rs;
+        const T* y = L.ye.data() + int64_t(L.slot_of[size_t(r * k + j)]) * d;
+        for (int64_t c = 0; c < d; ++c) xr[c] += wgt * y[c];
+      }
+    }
+  }
+
+  // logits_ holds dΣCE/dlogits · grad_scale on entry.
+  void run_backward(const TrainBatch& b) {
+    const int64_t n = b.n_seqs * b.seq_len, d = c_.d_model;
+    std::fill(dx_.begin(), dx_.begin() + n * d, T(0));
+    std::fill(dh_.begin(), dh_.begin() + n * d, T(0));
+    linear_bwd<T>(logits_.data(), hf_.data(), P_.p("lm_head.weight"), n, d, c_.vocab_size, dh_.data(),
+                  P_.g("lm_head.weight"));
+    rms_norm_bwd<T>(dh_.data(), x_.data(), P_.p("model.norm.weight"), rf_.data(), n, d, dx_.data(),
+                    P_.g("model.norm.weight"));
+    for (int il = c_.n_layers - 1; il >= 0; --il) {
+      LayerActs<T>& L = acts_[size_t(il)];
+      const std::string p = lp(il);
+      // ---- MoE: x_out = α·(postnorm ? h2 : x_mid) + β·moe(h2), h2 = RMSNorm(x_mid) ----
+      residual_backward(c_.res_mlp, n * d);
+      moe_backward(il, n);
+      rms_norm_bwd<T>(dh_.data(), L.x_mid.data(), P_.p(p + "post_attention_layernorm.weight"), L.r2.data(), n, d,
+                      dx_.data(), P_.g(p + "post_attention_layernorm.weight"));
+      // ---- attention: x_mid = α·(postnorm ? h1 : x_in) + β·attn(h1), h1 = RMSNorm(x_in) ----
+      residual_backward(attn_scale(il), n * d);
+      if (lightning(il)) lightning_backward(b, il);
+      else softmax_backward(b, il);
+      rms_norm_bwd<T>(dh_.data(), L.x_in.data(), P_.p(p + "input_layernorm.weight"), L.r1.data(), n, d, dx_.data(),
+                      P_.g(p + "input_layernorm.weight"));
+    }
+    embedding_bwd<T>(dx_.data(), b.tokens, n, d, P_.g("model.embed_tokens.weight"));
+  }
+
+  // Splits d(out) (in dx_) of out = α·(postnorm ? h : x) + β·branch: dbr_ = β·dx_ (the branch's
+  // output gradient), dh_ = postnorm ? α·dx_ : 0 (the sub-layer then adds its part), and dx_
+  // keeps α·dx_ (pre-norm identity path) or 0 (postnorm: x reaches out only through h).
+  void residual_backward(ResidualScale r, int64_t nd) {
+    const T a = T(r.alpha), b = T(r.beta);
+    const bool post = c_.postnorm;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < nd; ++i) {
+      const T g = dx_[size_t(i)];
+      dbr_[size_t(i)] = b * g;
+      dh_[size_t(i)] = post ? a * g : T(0);
+      dx_[size_t(i)] = post ? T(0) : a * g;
+    }
+  }
+
+  // d(branch) in dbr_ -> adds d(h1) into dh_ and the layer's weight gradients.
+  void softmax_backward(const TrainBatch& b, int il) {
+    LayerActs<T>& L = acts_[size_t(il)];
+    const std::string p = lp(il);
+    const int64_t S = b.n_seqs, t = b.seq_len, n = S * t, d = c_.d_model, qd = c_.q_dim(), kvd = c_.kv_dim();
+    const int H = c_.n_heads, KH = c_.n_kv_heads, hd = c_.head_dim;
+    const double scale = 1.0 / std::sqrt(double(hd));
+    std::fill(datt_.begin(), datt_.begin() + n * qd, T(0));
+    linear_bwd<T>(dbr_.data(), L.att.data(), P_.p(p + "self_attn.o_proj.weight"), n, qd, d, datt_.data(),
+                  P_.g(p + "self_attn.o_proj.weight"));
+    std::fill(dq_.begin(), dq_.begin() + n * qd, T(0));
+    std::fill(dk_.begin(), dk_.begin() + n * kvd, T(0));
+    std::fill(dv_.begin(), dv_.begin() + n * kvd, T(0));
+    for (int64_t s = 0; s < S; ++s)
+      attention_bwd<T>(datt_.data() + s * t * qd, L.q.data() + s * t * qd, L.k.data() + s * t * kvd,
+                       L.v.data() + s * t * kvd, L.p.data() + s * H * t * t, t, H, KH, hd, scale,
+                       dq_.data() + s * t * qd, dk_.data() + s * t * kvd, dv_.data() + s * t * kvd);
+    rope<T>(dq_.data(), pos_.data(), n, H, hd, c_.rotary_dim, c_.rope_theta, true);
+    rope<T>(dk_.data(), pos_.data(), n, KH, hd, c_.rotary_dim, c_.rope_theta, true);
+    const T *gq = dq_.data(), *gk = dk_.data();
+    if (c_.use_qk_norm) {
+      std::fill(dq_raw_.begin(), dq_raw_.begin() + n * qd, T(0));
+      std::fill(dk_raw_.begin(), dk_raw_.begin() + n * kvd, T(0));
+      rms_norm_bwd<T>(dq_.data(), L.q_raw.data(), P_.p(p + "self_attn.q_norm.weight"), L.rq.data(), n, qd,
+                      dq_raw_.data(), P_.g(p + "self_attn.q_norm.weight"));
+      rms_norm_bwd<T>(dk_.data(), L.k_raw.data(), P_.p(p + "self_attn.k_norm.weight"), L.rk.data(), n, kvd,
+                      dk_raw_.data(), P_.g(p + "self_attn.k_norm.weight"));
+      gq = dq_raw_.data();
+      gk = dk_raw_.data();
+    }
+    linear_bwd<T>(gq, L.h1.data(), P_.p(p + "self_attn.q_proj.weight"), n, d, qd, dh_.data(),
+                  P_.g(p + "self_attn.q_proj.weight"));
+    linear_bwd<T>(gk, L.h1.data(), P_.p(p + "self_attn.k_proj.weight"), n, d, kvd, dh_.data(),
+                  P_.g(p + "self_attn.k_proj.weight"));
+    linear_bwd<T>(dv_.data(), L.h1.data(), P_.p(p + "self_attn.v_proj.weight"), n, d, kvd, dh_.data(),
+                  P_.g(p + "self_attn.v_proj.weight"));
+  }
+
+  // d(branch) in dbr_ -> adds d(h1) into dh_ (lightning_forward in reverse).
+  void lightning_backward(const TrainBatch& b, int il) {
+    LayerActs<T>& L = acts_[size_t(il)];
+    const std::string p = lp(il) + "self_attn.";
+    const int64_t S = b.n_seqs, t = b.seq_len, n = S * t, d = c_.d_model, qd = c_.q_dim();
+    const int H = c_.n_heads, hd = c_.head_dim;
+    T *dlag = datt_.data(), *dln = dg2_.data(), *dlg = dl3_.data(), *dlo = dl4_.data();
+    for (T* v : {dlag, dln, dlg, dlo}) std::fill(v, v + n * qd, T(0));
+    linear_bwd<T>(dbr_.data(), L.lag.data(), P_.p(p + "out_proj.weight"), n, qd, d, dlag, P_.g(p + "out_proj.weight"));
+    mul_sigmoid_bwd<T>(dlag, L.ln.data(), L.lg.data(), n * qd, dln, dlg);
+    linear_bwd<T>(dlg, L.h1.data(), P_.p(p + "output_gate.weight"), n, d, qd, dh_.data(), P_.g(p + "output_gate.weight"));
+    rms_norm_bwd<T>(dln, L.lo.data(), P_.p(p + "norm.weight"), L.lr.data(), n, qd, dlo, P_.g(p + "norm.weight"));
+    std::fill(dq_.begin(), dq_.begin() + n * 3 * qd, T(0));
+    for (int64_t s = 0; s < S; ++s)
+      lightning_bwd<T>(dlo + s * t * qd, L.qkv.data() + s * t * 3 * qd, slopes_[size_t(il)].data(), pos_.data() + s * t,
+                       b.visibility ? b.visibility + s * t * t : nullptr, L.la.data() + s * H * t * t, t, H, hd,
+                       dq_.data() + s * t * 3 * qd);
+    std::fill(dq_raw_.begin(), dq_raw_.begin() + n * 3 * qd, T(0));
+    silu_bwd<T>(dq_.data(), L.qkv_raw.data(), n * 3 * qd, dq_raw_.data());
+    linear_bwd<T>(dq_raw_.data(), L.h1.data(), P_.p(p + "qkv_proj.weight"), n, d, 3 * qd, dh_.data(),
+                  P_.g(p + "qkv_proj.weight"));
+  }
+
+  // dbr_ = d(moe out) on entry; accumulates d(h2) into dh_.
+  void moe_backward(int il, int64_t n) {
+    LayerActs<T>& L = acts_[size_t(il)];
+    const std::string mp = lp(il) + "block_sparse_moe.";
+    const int E = c_.n_experts, k = c_.n_experts_active;
+    const int64_t d = c_.d_model, f = c_.ffn_dim;
+    const T rs = T(c_.routed_scaling_factor);
+    // out_r = Σ_j w_rj · rs · ye_slot:  dye_slot = w·rs·dx_r;  dw_rj = rs · <dx_r, ye_slot>
+#pragma omp parallel for schedule(static)
+    for (int64_t s = 0; s < n * k; ++s) {
+      const int64_t r = L.slot_row[size_t(s)], j = L.slot_j[size_t(s)];
+      const T* g = dbr_.data() + r * d;
+      const T* y = L.ye.data() + s * d;
+      const T wgt = L.w[size_t(r * k + j)] * rs;
+      T dot = 0;
+      T* dy = dye_.data() + s * d;
+      for (int64_t c = 0; c < d; ++c) {
+        dy[c] = wgt * g[c];
+        dot += g[c] * y[c];
+      }
+      dw_[size_t(r * k + j)] = dot * rs;
+    }
+    std::fill(dxe_.begin(), dxe_.begin() + n * k * d, T(0));
+    for (int e = 0; e < E; ++e) {
+      const int64_t b0 = L.count[size_t(e)], m = L.count[size_t(e + 1)] - b0;
+      if (m == 0) continue;
+      const std::string ex = ep(il, e);
+      std::fill(da_.begin() + b0 * f, da_.begin() + (b0 + m) * f, T(0));
+      std::fill(dg_.begin() + b0 * f, dg_.begin() + (b0 + m) * f, T(0));
+      std::fill(du_.begin() + b0 * f, du_.begin() + (b0 + m) * f, T(0));
+      linear_bwd<T>(dye_.data() + b0 * d, L.a.data() + b0 * f, P_.p(ex + "w2.weight"), m, f, d, da_.data() + b0 * f,
+                    P_.g(ex + "w2.weight"));
+      glu_silu_bwd<T>(da_.data() + b0 * f, L.g.data() + b0 * f, L.u.data() + b0 * f, m * f, dg_.data() + b0 * f,
+                      du_.data() + b0 * f);
+      linear_bwd<T>(dg_.data() + b0 * f, L.xe.data() + b0 * d, P_.p(ex + "w1.weight"), m, d, f,
+                    dxe_.data() + b0 * d, P_.g(ex + "w1.weight"));
+      linear_bwd<T>(du_.data() + b0 * f, L.xe.data() + b0 * d, P_.p(ex + "w3.weight"), m, d, f,
+                    dxe_.data() + b0 * d, P_.g(ex + "w3.weight"));
+    }
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < n; ++r) {  // per row in rank order: deterministic
+      T* dst = dh_.data() + r * d;
+      for (int j = 0; j < k; ++j) {
+        const T* src = dxe_.data() + int64_t(L.slot_of[size_t(r * k + j)]) * d;
+        for (int64_t c = 0; c < d; ++c) dst[c] += src[c];
+      }
+    }
+    std::fill(drl_.begin(), drl_.begin() + n * E, T(0));
+    if (c_.router == RouterKind::kSoftmax)
+      router_softmax_bwd<T>(dw_.data(), L.ids.data(), L.w.data(), L.probs.data(), n, E, k, drl_.data());
+    else
+      router_sigmoid_bwd<T>(dw_.data(), L.ids.data(), L.w.data(), L.probs.data(), n, E, k, drl_.data());
+    linear_bwd<T>(drl_.data(), L.h2.data(), P_.p(mp + "gate.weight"), n, d, E, dh_.data(), P_.g(mp + "gate.weight"));
+  }
+
+  const ModelConfig& c_;
+  ParamSet<T>& P_;
+  int64_t max_seqs_, seq_len_;
+  std::vector<LayerActs<T>> acts_;
+  Vec<T> x_, hf_, rf_, logits_;                       // residual stream [n,d]; final norm; logits [n,V]
+  Vec<T> dx_, dh_, dbr_, dq_, dk_, dv_, dq_raw_, dk_raw_, datt_, drl_, dw_, dye_, dxe_, da_, dg_, du_;
+  Vec<T> dg2_, dl3_, dl4_;                            // [n, qd] lightning scratch
+  std::vector<std::vector<double>> slopes_;           // [n_layers][n_heads] (empty: softmax layer)
+  Vec<int32_t> pos_;                                  // [n]
+  std::vector<std::vector<int64_t>> loads_;           // [n_layers][E]
+};
+
+}  // namespace
+
+// The M2 and Text-01 / M1 checkpoint tensors (spec §4.3, §3.2), in checkpoint order.
+std::vector<ParamInfo> param_layout_moe(const ModelConfig& c) {
+  if (c.shared_ffn_dim > 0) fail("training: a shared expert is not supported for {}", c.architecture);
+  const int64_t d = c.d_model, qd = c.q_dim(), kvd = c.kv_dim(), f = c.ffn_dim, E = c.n_experts;
+  std::vector<ParamInfo> out;
+  auto add = [&](std::string name, std::vector<int64_t> shape, Init init) {
+    ParamInfo i;
+    i.name = std::move(name);
+    i.shape = std::move(shape);
+    i.init = init;
+    i.decay = i.shape.size() == 2;
+    out.push_back(std::move(i));
+  };
+  add("model.embed_tokens.weight", {c.vocab_size, d}, Init::kEmbedding);
+  for (int il = 0; il < c.n_layers; ++il) {
+    const std::string p = "model.layers." + std::to_string(il) + ".";
+    add(p + "input_layernorm.weight", {d}, Init::kOnes);
+    add(p + "post_attention_layernorm.weight", {d}, Init::kOnes);
+    if (c.layer_kinds[size_t(il)] == LayerKind::kLightning) {
+      add(p + "self_attn.qkv_proj.weight", {3 * qd, d}, Init::kFanIn);
+      add(p + "self_attn.output_gate.weight", {qd, d}, Init::kFanIn);
+      add(p + "self_attn.norm.weight", {qd}, Init::kOnes);
+      add(p + "self_attn.out_proj.weight", {d, qd}, Init::kResidual);
+    } else {
+      add(p + "self_attn.q_proj.weight", {qd, d}, Init::kFanIn);
+      add(p + "self_attn.k_proj.weight", {kvd, d}, Init::kFanIn);
+      add(p + "self_attn.v_proj.weight", {kvd, d}, Init::kFanIn);
+      add(p + "self_attn.o_proj.weight", {d, qd}, Init::kResidual);
+      if (c.use_qk_norm) {
+        add(p + "self_attn.q_norm.weight", {qd}, Init::kOnes);
+        add(p + "self_attn.k_norm.weight", {kvd}, Init::kOnes);
+      }
+    }
+    const std::string mp = p + "block_sparse_moe.";
+    add(mp + "gate.weight", {E, d}, Init::kFanIn);
+    out.back().keep_f32 = c.router == RouterKind::kSigmoidBias;  // F32 in the real M2 checkpoint
+    if (c.router == RouterKind::kSigmoidBias && c.use_routing_bias) {
+      add(mp + "e_score_correction_bias", {E}, Init::kZeros);
+      out.back().trainable = false;  // the aux-loss-free update moves it (trainer.cpp)
+      out.back().keep_f32 = true;
+    }
+    for (int e = 0; e < E; ++e) {
+      const std::string ep = mp + "experts." + std::to_string(e) + ".";
+      add(ep + "w1.weight", {f, d}, Init::kFanIn);
+      add(ep + "w2.weight", {d, f}, Init::kResidual);
+      add(ep + "w3.weight", {f, d}, Init::kFanIn);
+    }
+  }
+  add("model.norm.weight", {d}, Init::kOnes);
+  add("lm_head.weight", {c.vocab_size, d}, Init::kFanIn);
+  return out;
+}
+
+template <class T>
+std::unique_ptr<Graph<T>> make_graph_moe(const ModelConfig& cfg, ParamSet<T>& params, int64_t max_seqs,
+                                        int64_t seq_len) {
+  return std::make_unique<MoeGraph<T>>(cfg, params, max_seqs, seq_len);
+}
+
+template std::unique_ptr<Graph<float>> make_graph_moe<float>(const ModelConfig&, ParamSet<float>&, int64_t, int64_t);
+template std::unique_ptr<Graph<double>> make_graph_moe<double>(const ModelConfig&, ParamSet<double>&, int64_t, int64_t);
+
+
+}  // namespace mmx::train

@@ -25,6 +25,12 @@ struct TrainBatch {
   // [n_seqs, seq_len, seq_len]: vis[s][i][j] = 1 when token i of sequence s sees token j (a tree
   // mask of merged rollouts); every token must see itself. null = causal.
   const uint8_t* visibility = nullptr;
+  // MiniMax-M3 only: loss = Σ CE · grad_scale + index_loss_weight · kl, kl = the MSA indexer KL
+  // (Graph::index_kl; reference/torch_models.py). 0 = CE only (the indexer gets no gradient).
+  double index_loss_weight = 0;
+  // [n_seqs, seq_len] rows the indexer KL averages over (torch: rows holding a real input token,
+  // not the -1 padding); null = every row.
+  const uint8_t* index_rows = nullptr;
 };
 
 template <class T>
@@ -37,6 +43,10 @@ class Graph {
   virtual double forward_backward(const TrainBatch& b, double grad_scale) = 0;
   // Forward only: Σ CE over the scored targets; logits (optional): [n_seqs * seq_len, vocab].
   virtual double forward(const TrainBatch& b, T* logits) = 0;
+  // The MSA indexer KL of the last forward (M3): Σ over the sparse layers of the mean over index
+  // heads and counted rows of KL(teacher ‖ student); forward_backward adds index_loss_weight ·
+  // d kl/dθ (its own normaliser: the batch's rows, not grad_scale). 0 for other families.
+  virtual double index_kl() const { return 0; }
   // Tokens routed to each expert by the forwards since the last call, per MoE layer, then reset:
   // [n_layers][n_experts]. The aux-loss-free bias update reads it.
   virtual std::vector<std::vector<int64_t>> take_expert_loads() = 0;

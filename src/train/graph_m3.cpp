@@ -1,0 +1,564 @@
+// Training graph of MiniMax-M3 (spec §5.4-5.7; inference twin: model/families/minimax_m3.cpp +
+// layers/attention_msa.cpp; PyTorch oracle: reference/torch_models.py M3Model):
+//   x  = embed(tokens)
+//   per layer: h1 = GRMS_in(x)  (Gemma gains 1 + w everywhere)
+//              q,k,v = h1·Wq,k,vᵀ;  per-head QK-norm (one [head_dim] gain for all heads), RoPE
+//              sparse layers: iq = h1·Wiqᵀ [G, di], ik = h1·Wikᵀ [di], per-head norm, RoPE;
+//                z = iq·ik; per group top-k blocks (kernels_msa.h msa_select; not
+//                differentiated); attention over the selected blocks only
+//              dense layers: causal (or the batch's visibility) GQA
+//              x += Wo · att
+//              h2 = GRMS_post(x);  x += dense SwiGLU-OAI MLP (dense layers) or
+//                   routed_scaling_factor · Σ_top-k w_e · expert_e(h2) + shared_expert(h2)  (MoE)
+//   logits = lm_head(GRMS_final(x));  loss = Σ CE + the indexer KL (TrainBatch::index_loss_weight)
+// The indexer KL (torch_models.py module doc): teacher = the group-mean of the sparse attention
+// probabilities (detached), student = softmax over the same keys of iq·ik/√di; the indexer's input
+// h1 is detached, so the KL trains only the index projections / norms and the CE everything else.
+// Blocks are blocks of the packed row index within a sequence (as torch); RoPE uses the positions.
+#include <cmath>
+#include <cstring>
+#include <map>
+
+#include "base/error.h"
+#include "train/families.h"
+#include "train/graph.h"
+#include "train/kernels.h"
+#include "train/kernels_msa.h"
+
+namespace mmx::train {
+
+namespace {
+
+template <class T>
+using Vec = std::vector<T>;
+
+// A SwiGLU-OAI FFN's saved activations over m rows of width f: g, u, a [m, f].
+template <class T>
+struct FfnActs {
+  Vec<T> g, u, a;
+  void resize(int64_t m, int64_t f) {
+    for (Vec<T>* v : {&g, &u, &a}) v->resize(size_t(m * f));
+  }
+};
+
+template <class T>
+struct LayerActs {
+  bool sparse = false, moe = false;
+  Vec<T> x_in, h1, r1;             // [n,d] [n,d] [n]
+  Vec<T> q_raw, k_raw, rq, rk;     // [n,qd] [n,kvd] [n,H] [n,KH]
+  Vec<T> q, k, v;                  // after QK-norm + RoPE
+  Vec<T> iq_raw, ik_raw, riq, rik;  // [n,G·di] [n,di] [n,G] [n] (sparse)
+  Vec<T> iq, ik;                   // after index norm + RoPE
+  Vec<T> z;                        // [S, G, t, t] index scores (sparse)
+  Vec<int32_t> sel;                // [S, G, t, K] selected blocks (sparse)
+  Vec<T> p;                        // [S, H, t, t] attention probabilities
+  Vec<T> att;                      // [n, qd]
+  Vec<T> x_mid, h2, r2;            // [n,d] [n,d] [n]
+  FfnActs<T> mlp;                  // dense layers: [n, dense_ffn]
+  // MoE
+  Vec<T> logits, probs, w;         // [n,E] [n,E] [n,k]
+  Vec<int32_t> ids, count, slot_row, slot_j, slot_of;
+  Vec<T> xe, ye;                   // [n*k, d]
+  FfnActs<T> ex;                   // [n*k, f]
+  FfnActs<T> sh;                   // shared expert [n, fs]
+  Vec<T> ysh;                      // [n, d] shared expert output (scratch)
+};
+
+template <class T>
+class M3Graph final : public Graph<T> {
+ public:
+  M3Graph(const ModelConfig& c, ParamSet<T>& P, int64_t max_seqs, int64_t seq_len)
+      : c_(c), P_(P), max_seqs_(max_seqs), seq_len_(seq_len), pre_(c.tensor_prefix) {
+    const int64_t n = max_seqs * seq_len, t = seq_len, d = c.d_model, qd = c.q_dim(), kvd = c.kv_dim();
+    const int64_t E = c.n_experts, k = c.n_experts_active, f = c.ffn_dim, G = c.msa.index_heads,
+                  di = c.msa.index_dim;
+    acts_.resize(size_t(c.n_layers));
+    int64_t fmax = std::max<int64_t>(c.dense_ffn_dim, c.shared_ffn_dim);
+    for (int il = 0; il < c.n_layers; ++il) {
+      LayerActs<T>& L = acts_[size_t(il)];
+      L.sparse = c.layer_kinds[size_t(il)] == LayerKind::kSparse;
+      L.moe = c.is_moe_layer(il);
+      for (Vec<T>* v : {&L.x_in, &L.h1, &L.x_mid, &L.h2}) v->resize(size_t(n * d));
+      L.r1.resize(size_t(n));
+      L.r2.resize(size_t(n));
+      L.rq.resize(size_t(n * c.n_heads));
+      L.rk.resize(size_t(n * c.n_kv_heads));
+      for (Vec<T>* v : {&L.q_raw, &L.q, &L.att}) v->resize(size_t(n * qd));
+      for (Vec<T>* v : {&L.k_raw, &L.k, &L.v}) v->resize(size_t(n * kvd));
+      L.p.resize(size_t(max_seqs * c.n_heads * t * t));
+      if (L.sparse) {
+        L.iq_raw.resize(size_t(n * G * di));
+        L.iq.resize(size_t(n * G * di));
+        L.ik_raw.resize(size_t(n * di));
+        L.ik.resize(size_t(n * di));
+        L.riq.resize(size_t(n * G));
+        L.rik.resize(size_t(n));
+        L.z.resize(size_t(max_seqs * G * t * t));
+        L.sel.resize(size_t(max_seqs * G * t * c.msa.topk));
+      }
+      if (!L.moe) {
+        L.mlp.resize(n, c.dense_ffn_dim);
+        continue;
+      }
+      L.logits.resize(size_t(n * E));
+      L.probs.resize(size_t(n * E));
+      L.w.resize(size_t(n * k));
+      L.ids.resize(size_t(n * k));
+      L.count.resize(size_t(E + 1));
+      L.slot_row.resize(size_t(n * k));
+      L.slot_j.resize(size_t(n * k));
+      L.slot_of.resize(size_t(n * k));
+      L.xe.resize(size_t(n * k * d));
+      L.ye.resize(size_t(n * k * d));
+      L.ex.resize(n * k, f);
+      if (c.shared_ffn_dim > 0) {
+        L.sh.resize(n, c.shared_ffn_dim);
+        L.ysh.resize(size_t(n * d));
+      }
+    }
+    fmax = std::max(fmax, f);
+    x_.resize(size_t(n * d));
+    hf_.resize(size_t(n * d));
+    rf_.resize(size_t(n));
+    logits_.resize(size_t(n * c.vocab_size));
+    for (Vec<T>* v : {&dx_, &dh_, &dhi_}) v->resize(size_t(n * d));
+    for (Vec<T>* v : {&dq_, &dq_raw_, &datt_}) v->resize(size_t(n * qd));
+    for (Vec<T>* v : {&dk_, &dv_, &dk_raw_}) v->resize(size_t(n * kvd));
+    diq_.resize(size_t(n * std::max<int64_t>(G, 1) * std::max<int64_t>(di, 1)));
+    diq_raw_.resize(diq_.size());
+    dik_.resize(size_t(n * std::max<int64_t>(di, 1)));
+    dik_raw_.resize(dik_.size());
+    dz_.resize(size_t(std::max<int64_t>(G, 1) * t * t));
+    drl_.resize(size_t(n * std::max<int64_t>(E, 1)));
+    dw_.resize(size_t(n * std::max<int64_t>(k, 1)));
+    dye_.resize(size_t(n * std::max<int64_t>(k, 1) * d));
+    dxe_.resize(dye_.size());
+    const int64_t rows_ffn = std::max<int64_t>(n * std::max<int64_t>(k, 1), n);
+    for (Vec<T>* v : {&da_, &dg_, &du_}) v->resize(size_t(rows_ffn * fmax));
+    pos_.resize(size_t(n));
+    loads_.assign(size_t(c.n_layers), std::vector<int64_t>(size_t(std::max<int64_t>(E, 0)), 0));
+  }
+
+  double forward(const TrainBatch& b, T* logits) override {
+    run_forward(b);
+    const double loss =
+        cross_entropy<T>(logits_.data(), b.targets, b.n_seqs * b.seq_len, c_.vocab_size, 0.0, nullptr);
+    if (logits) std::memcpy(logits, logits_.data(), sizeof(T) * size_t(b.n_seqs * b.seq_len * c_.vocab_size));
+    return loss;
+  }
+
+  double forward_backward(const TrainBatch& b, double grad_scale) override {
+    run_forward(b);
+    const int64_t n = b.n_seqs * b.seq_len;
+    const double loss = cross_entropy<T>(logits_.data(), b.targets, n, c_.vocab_size, grad_scale, logits_.data());
+    run_backward(b);
+    return loss;
+  }
+
+  double index_kl() const override { return kl_; }
+
+  std::vector<std::vector<int64_t>> take_expert_loads() override {
+    auto out = loads_;
+    for (auto& l : loads_) std::fill(l.begin(), l.end(), 0);
+    return out;
+  }
+
+ private:
+  std::string lp(int il) const { return pre_ + "model.layers." + std::to_string(il) + "."; }
+  std::string ep(int il, int e) const { return lp(il) + "block_sparse_moe.experts." + std::to_string(e) + "."; }
+
+  // The effective norm gain of a checkpoint gain w: 1 + w (Gemma) or w; refreshed every forward.
+  const T* gain(const std::string& name) {
+    Vec<T>& g = gains_[name];
+    const ParamInfo& info = P_.infos[P_.index(name)];
+    const T* w = P_.value.data() + info.offset;
+    g.resize(size_t(info.numel));
+    const T off = c_.gemma_norm ? T(1) : T(0);
+    for (int64_t i = 0; i < info.numel; ++i) g[size_t(i)] = off + w[i];
+    return g.data();
+  }
+  const T* gain_saved(const std::string& name) { return gains_.at(name).data(); }
+
+  const uint8_t* vis_of(const TrainBatch& b, int64_t s) const {
+    return b.visibility ? b.visibility + s * b.seq_len * b.seq_len : nullptr;
+  }
+
+  void run_forward(const TrainBatch& b) {
+    check_batch(c_, b, max_seqs_, seq_len_);
+    const int64_t S = b.n_seqs, t = b.seq_len, n = S * t, d = c_.d_model, qd = c_.q_dim(), kvd = c_.kv_dim();
+    const int H = c_.n_heads, KH = c_.n_kv_heads, hd = c_.head_dim, G = c_.msa.index_heads, di = c_.msa.index_dim;
+    const int B = c_.msa.block, K = c_.msa.topk;
+    for (int64_t i = 0; i < n; ++i) pos_[size_t(i)] = b.positions ? b.positions[i] : int32_t(i % t);
+    // KL normaliser: n_index_heads · counted rows (torch: rows with a real input token).
+    int64_t rows = n;
+    if (b.index_rows) {
+      rows = 0;
+      for (int64_t i = 0; i < n; ++i) rows += b.index_rows[i] != 0;
+    }
+    kl_norm_ = double(std::max<int64_t>(G, 1)) * double(std::max<int64_t>(rows, 1));
+    kl_ = 0;
+    embedding_fwd<T>(P_.p(pre_ + "model.embed_tokens.weight"), b.tokens, n, d, x_.data());
+    const double scale = 1.0 / std::sqrt(double(hd));
+    for (int il = 0; il < c_.n_layers; ++il) {
+      LayerActs<T>& L = acts_[size_t(il)];
+      const std::string p = lp(il), a = p + "self_attn.";
+      std::memcpy(L.x_in.data(), x_.data(), sizeof(T) * size_t(n * d));
+      rms_norm_fwd<T>(x_.data(), gain(p + "input_layernorm.weight"), n, d, c_.norm_eps, L.h1.data(), L.r1.data());
+      linear_fwd<T>(L.h1.data(), P_.p(a + "q_proj.weight"), n, d, qd, L.q_raw.data());
+      linear_fwd<T>(L.h1.data(), P_.p(a + "k_proj.weight"), n, d, kvd, L.k_raw.data());
+      linear_fwd<T>(L.h1.data(), P_.p(a + "v_proj.weight"), n, d, kvd, L.v.data());
+      rms_norm_heads_fwd<T>(L.q_raw.data(), gain(a + "q_norm.weight"), n, H, hd, c_.norm_eps, L.q.data(), L.rq.data());
+      rms_norm_heads_fwd<T>(L.k_raw.data(), gain(a + "k_norm.weight"), n, KH, hd, c_.norm_eps, L.k.data(),
+                            L.rk.data());
+      rope<T>(L.q.data(), pos_.data(), n, H, hd, c_.rotary_dim, c_.rope_theta, false);
+      rope<T>(L.k.data(), pos_.data(), n, KH, hd, c_.rotary_dim, c_.rope_theta, false);
+      if (L.sparse) {
+        linear_fwd<T>(L.h1.data(), P_.p(a + "index_q_proj.weight"), n, d, int64_t(G) * di, L.iq_raw.data());
+        linear_fwd<T>(L.h1.data(), P_.p(a + "index_k_proj.weight"), n, d, di, L.ik_raw.data());
+        rms_norm_heads_fwd<T>(L.iq_raw.data(), gain(a + "index_q_norm.weight"), n, G, di, c_.norm_eps, L.iq.data(),
+                              L.riq.data());
+        rms_norm_heads_fwd<T>(L.ik_raw.data(), gain(a + "index_k_norm.weight"), n, 1, di, c_.norm_eps, L.ik.data(),
+                              L.rik.data());
+        rope<T>(L.iq.data(), pos_.data(), n, G, di, c_.rotary_dim, c_.rope_theta, false);
+        rope<T>(L.ik.data(), pos_.data(), n, 1, di, c_.rotary_dim, c_.rope_theta, false);
+        for (int64_t s = 0; s < S; ++s) {
+          T* z = L.z.data() + s * G * t * t;
+          int32_t* sel = L.sel.data() + s * G * t * K;
+          msa_index_scores<T>(L.iq.data() + s * t * G * di, L.ik.data() + s * t * di, t, G, di, z);
+          msa_select<T>(z, vis_of(b, s), t, G, B, K, sel);
+          msa_attention_fwd<T>(L.q.data() + s * t * qd, L.k.data() + s * t * kvd, L.v.data() + s * t * kvd,
+                               vis_of(b, s), sel, t, H, KH, hd, B, K, scale, L.att.data() + s * t * qd,
+                               L.p.data() + s * H * t * t);
+          kl_ += msa_index_kl<T>(z, L.p.data() + s * H * t * t, vis_of(b, s), sel,
+                                 b.index_rows ? b.index_rows + s * t : nullptr, t, H, G, B, K,
+                                 1.0 / std::sqrt(double(di)), 0.0, nullptr) /
+                 kl_norm_;
+        }
+      } else {
+        for (int64_t s = 0; s < S; ++s)
+          attention_fwd<T>(L.q.data() + s * t * qd, L.k.data() + s * t * kvd, L.v.data() + s * t * kvd, vis_of(b, s),
+                           t, H, KH, hd, scale, L.att.data() + s * t * qd, L.p.data() + s * H * t * t);
+      }
+      linear_fwd<T>(L.att.data(), P_.p(a + "o_proj.weight"), n, qd, d, dh_.data());
+      add_into(x_.data(), dh_.data(), n * d);
+      std::memcpy(L.x_mid.data(), x_.data(), sizeof(T) * size_t(n * d));
+      rms_norm_fwd<T>(x_.data(), gain(p + "post_attention_layernorm.weight"), n, d, c_.norm_eps, L.h2.data(),
+                      L.r2.data());
+      if (L.moe) {
+        moe_forward(il, n);
+      } else {
+        ffn_fwd(p + "mlp.", L.h2.data(), n, c_.dense_ffn_dim, L.mlp, dh_.data());
+        add_into(x_.data(), dh_.data(), n * d);
+      }
+    }
+    rms_norm_fwd<T>(x_.data(), gain(pre_ + "model.norm.weight"), n, d, c_.norm_eps, hf_.data(), rf_.data());
+    linear_fwd<T>(hf_.data(), P_.p(pre_ + "lm_head.weight"), n, d, c_.vocab_size, logits_.data());
+  }
+
+  static void add_into(T* x, const T* y, int64_t m) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < m; ++i) x[i] += y[i];
+  }
+
+  // y [m, d] = down · act(gate · x, up · x) with gate_proj / up_proj / down_proj under `mp`.
+  void ffn_fwd(const std::string& mp, const T* x, int64_t m, int64_t f, FfnActs<T>& A, T* y) {
+    const int64_t d = c_.d_model;
+    linear_fwd<T>(x, P_.p(mp + "gate_proj.weight"), m, d, f, A.g.data());
+    linear_fwd<T>(x, P_.p(mp + "up_proj.weight"), m, d, f, A.u.data());
+    swiglu_oai_fwd<T>(A.g.data(), A.u.data(), m * f, c_.swiglu_alpha, c_.swiglu_limit, A.a.data());
+    linear_fwd<T>(A.a.data(), P_.p(mp + "down_proj.weight"), m, f, d, y);
+  }
+  // dx += d(x) of ffn_fwd given dy; parameter gradients accumulate.
+  void ffn_bwd(const std::string& mp, const T* dy, const T* x, int64_t m, int64_t f, const FfnActs<T>& A, T* dx) {
+    const int64_t d = c_.d_model;
+    std::fill(da_.begin(), da_.begin() + m * f, T(0));
+    std::fill(dg_.begin(), dg_.begin() + m * f, T(0));
+    std::fill(du_.begin(), du_.begin() + m * f, T(0));
+    linear_bwd<T>(dy, A.a.data(), P_.p(mp + "down_proj.weight"), m, f, d, da_.data(), P_.g(mp + "down_proj.weight"));
+    swiglu_oai_bwd<T>(da_.data(), A.g.data(), A.u.data(), m * f, c_.swiglu_alpha, c_.swiglu_limit, dg_.data(),
+                      du_.data());
+    linear_bwd<T>(dg_.data(), x, P_.p(mp + "gate_proj.weight"), m, d, f, dx, P_.g(mp + "gate_proj.weight"));
+    linear_bwd<T>(du_.data(), x, P_.p(mp + "up_proj.weight"), m, d, f, dx, P_.g(mp + "up_proj.weight"));
+  }
+
+  void moe_forward(int il, int64_t n) {
+    LayerActs<T>& L = acts_[size_t(il)];
+    const std::string mp = lp(il) + "block_sparse_moe.";
+    const int E = c_.n_experts, k = c_.n_experts_active;
+    const int64_t d = c_.d_model, f = c_.ffn_dim;
+    linear_fwd<T>(L.h2.data(), P_.p(mp + "gate.weight"), n, d, E, L.logits.data());
+    const T* bias = c_.use_routing_bias ? P_.p(mp + "e_score_correction_bias") : nullptr;
+    router_sigmoid_fwd<T>(L.logits.data(), bias, n, E, k, L.ids.data(), L.w.data(), L.probs.data());
+    std::fill(L.count.begin(), L.count.end(), 0);
+    for (int64_t i = 0; i < n * k; ++i) ++L.count[size_t(L.ids[size_t(i)] + 1)];
+    for (int e = 0; e < E; ++e) {
+      loads_[size_t(il)][size_t(e)] += L.count[size_t(e + 1)];
+      L.count[size_t(e + 1)] += L.count[size_t(e)];
+    }
+    std::vector<int32_t> fill(L.count.begin(), L.count.end() - 1);
+    for (int64_t r = 0; r < n; ++r)
+      for (int j = 0; j < k; ++j) {
+        const int e = L.ids[size_t(r * k + j)];
+        L.slot_row[size_t(fill[size_t(e)])] = int32_t(r);
+        L.slot_j[size_t(fill[size_t(e)])] = j;
+        L.slot_of[size_t(r * k + j)] = fill[size_t(e)];
+        ++fill[size_t(e)];
+      }
+#pragma omp parallel for schedule(static)
+    for (int64_t s = 0; s < n * k; ++s)
+      std::memcpy(L.xe.data() + s * d, L.h2.data() + int64_t(L.slot_row[size_t(s)]) * d, sizeof(T) * size_t(d));
+    for (int e = 0; e < E; ++e) {
+      const int64_t b0 = L.count[size_t(e)], m = L.count[size_t(e + 1)] - b0;
+      if (m == 0) continue;
+      const std::string ex = ep(il, e);
+      linear_fwd<T>(L.xe.data() + b0 * d, P_.p(ex + "w1.weight"), m, d, f, L.ex.g.data() + b0 * f);
+      linear_fwd<T>(L.xe.data() + b0 * d, P_.p(ex + "w3.weight"), m, d, f, L.ex.u.data() + b0 * f);
+      swiglu_oai_fwd<T>(L.ex.g.data() + b0 * f, L.ex.u.data() + b0 * f, m * f, c_.swiglu_alpha, c_.swiglu_limit,
+                        L.ex.a.data() + b0 * f);
+      linear_fwd<T>(L.ex.a.data() + b0 * f, P_.p(ex + "w2.weight"), m, f, d, L.ye.data() + b0 * d);
+    }
+    if (c_.shared_ffn_dim > 0) ffn_fwd(mp + "shared_experts.", L.h2.data(), n, c_.shared_ffn_dim, L.sh, L.ysh.data());
+    // x_r += rs · Σ_j w_rj · ye_slot(r,j) + shared(h2_r), per row in rank order (deterministic)
+    const T rs = T(c_.routed_scaling_factor);
+    const bool shared = c_.shared_ffn_dim > 0;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < n; ++r) {
+      T* xr = x_.data() + r * d;
+      for (int j = 0; j < k; ++j) {
+        const T wgt = L.w[size_t(r * k + j)] * rs;
+        const T* y = L.ye.data() + int64_t(L.slot_of[size_t(r * k + j)]) * d;
+        for (int64_t c = 0; c < d; ++c) xr[c] += wgt * y[c];
+      }
+      if (shared)
+        for (int64_t c = 0; c < d; ++c) xr[c] += L.ysh[size_t(r * d + c)];
+    }
+  }
+
+  void run_backward(const TrainBatch& b) {
+    const int64_t S = b.n_seqs, t = b.seq_len, n = S * t, d = c_.d_model, qd = c_.q_dim(), kvd = c_.kv_dim();
+    const int H = c_.n_heads, KH = c_.n_kv_heads, hd = c_.head_dim, G = c_.msa.index_heads, di = c_.msa.index_dim;
+    const int B = c_.msa.block, K = c_.msa.topk;
+    const double scale = 1.0 / std::sqrt(double(hd));
+    const double wkl = b.index_loss_weight;
+    std::fill(dx_.begin(), dx_.begin() + n * d, T(0));
+    std::fill(dh_.begin(), dh_.begin() + n * d, T(0));
+    linear_bwd<T>(logits_.data(), hf_.data(), P_.p(pre_ + "lm_head.weight"), n, d, c_.vocab_size, dh_.data(),
+                  P_.g(pre_ + "lm_head.weight"));
+    rms_norm_bwd<T>(dh_.data(), x_.data(), gain_saved(pre_ + "model.norm.weight"), rf_.data(), n, d, dx_.data(),
+                    P_.g(pre_ + "model.norm.weight"));
+    for (int il = c_.n_layers - 1; il >= 0; --il) {
+      LayerActs<T>& L = acts_[size_t(il)];
+      const std::string p = lp(il), a = p + "self_attn.";
+      // ---- FFN: x_out = x_mid + ffn(h2) ----
+      std::fill(dh_.begin(), dh_.begin() + n * d, T(0));
+      if (L.moe) moe_backward(il, n);
+      else ffn_bwd(p + "mlp.", dx_.data(), L.h2.data(), n, c_.dense_ffn_dim, L.mlp, dh_.data());
+      rms_norm_bwd<T>(dh_.data(), L.x_mid.data(), gain_saved(p + "post_attention_layernorm.weight"), L.r2.data(), n, d,
+                      dx_.data(), P_.g(p + "post_attention_layernorm.weight"));
+      // ---- attention: x_mid = x_in + Wo · att ----
+      std::fill(datt_.begin(), datt_.begin() + n * qd, T(0));
+      linear_bwd<T>(dx_.data(), L.att.data(), P_.p(a + "o_proj.weight"), n, qd, d, datt_.data(),
+                    P_.g(a + "o_proj.weight"));
+      std::fill(dq_.begin(), dq_.begin() + n * qd, T(0));
+      std::fill(dk_.begin(), dk_.begin() + n * kvd, T(0));
+      std::fill(dv_.begin(), dv_.begin() + n * kvd, T(0));
+      for (int64_t s = 0; s < S; ++s)
+        msa_attention_bwd<T>(datt_.data() + s * t * qd, L.q.data() + s * t * qd, L.k.data() + s * t * kvd,
+                             L.v.data() + s * t * kvd, L.p.data() + s * H * t * t, t, H, KH, hd, scale,
+                             dq_.data() + s * t * qd, dk_.data() + s * t * kvd, dv_.data() + s * t * kvd);
+      rope<T>(dq_.data(), pos_.data(), n, H, hd, c_.rotary_dim, c_.rope_theta, true);
+      rope<T>(dk_.data(), pos_.data(), n, KH, hd, c_.rotary_dim, c_.rope_theta, true);
+      std::fill(dq_raw_.begin(), dq_raw_.begin() + n * qd, T(0));
+      std::fill(dk_raw_.begin(), dk_raw_.begin() + n * kvd, T(0));
+      rms_norm_heads_bwd<T>(dq_.data(), L.q_raw.data(), gain_saved(a + "q_norm.weight"), L.rq.data(), n, H, hd,
+                            dq_raw_.data(), P_.g(a + "q_norm.weight"));
+      rms_norm_heads_bwd<T>(dk_.data(), L.k_raw.data(), gain_saved(a + "k_norm.weight"), L.rk.data(), n, KH, hd,
+                            dk_raw_.data(), P_.g(a + "k_norm.weight"));
+      std::fill(dh_.begin(), dh_.begin() + n * d, T(0));
+      linear_bwd<T>(dq_raw_.data(), L.h1.data(), P_.p(a + "q_proj.weight"), n, d, qd, dh_.data(),
+                    P_.g(a + "q_proj.weight"));
+      linear_bwd<T>(dk_raw_.data(), L.h1.data(), P_.p(a + "k_proj.weight"), n, d, kvd, dh_.data(),
+                    P_.g(a + "k_proj.weight"));
+      linear_bwd<T>(dv_.data(), L.h1.data(), P_.p(a + "v_proj.weight"), n, d, kvd, dh_.data(),
+                    P_.g(a + "v_proj.weight"));
+      // ---- indexer: the KL only; its input h1 is detached (no dh) ----
+      if (L.sparse && wkl != 0.0) {
+        const int64_t iqd = int64_t(G) * di;
+        std::fill(diq_.begin(), diq_.begin() + n * iqd, T(0));
+        std::fill(dik_.begin(), dik_.begin() + n * di, T(0));
+        for (int64_t s = 0; s < S; ++s) {
+          const T* z = L.z.data() + s * G * t * t;
+          const int32_t* sel = L.sel.data() + s * G * t * K;
+          std::fill(dz_.begin(), dz_.begin() + G * t * t, T(0));
+          msa_index_kl<T>(z, L.p.data() + s * H * t * t, vis_of(b, s), sel,
+                          b.index_rows ? b.index_rows + s * t : nullptr, t, H, G, B, K, 1.0 / std::sqrt(double(di)),
+                          wkl / kl_norm_, dz_.data());
+          msa_index_scores_bwd<T>(dz_.data(), L.iq.data() + s * t * iqd, L.ik.data() + s * t * di, t, G, di,
+                                  diq_.data() + s * t * iqd, dik_.data() + s * t * di);
+        }
+        rope<T>(diq_.data(), pos_.data(), n, G, di, c_.rotary_dim, c_.rope_theta, true);
+        rope<T>(dik_.data(), pos_.data(), n, 1, di, c_.rotary_dim, c_.rope_theta, true);
+        std::fill(diq_raw_.begin(), diq_raw_.begin() + n * iqd, T(0));
+        std::fill(dik_raw_.begin(), dik_raw_.begin() + n * di, T(0));
+        rms_norm_heads_bwd<T>(diq_.data(), L.iq_raw.data(), gain_saved(a + "index_q_norm.weight"), L.riq.data(), n, G,
+                              di, diq_raw_.data(), P_.g(a + "index_q_norm.weight"));
+        rms_norm_heads_bwd<T>(dik_.data(), L.ik_raw.data(), gain_saved(a + "index_k_norm.weight"), L.rik.data(), n, 1,
+                              di, dik_raw_.data(), P_.g(a + "index_k_norm.weight"));
+        linear_bwd<T>(diq_raw_.data(), L.h1.data(), P_.p(a + "index_q_proj.weight"), n, d, iqd, nullptr,
+                      P_.g(a + "index_q_proj.weight"));
+        linear_bwd<T>(dik_raw_.data(), L.h1.data(), P_.p(a + "index_k_proj.weight"), n, d, di, nullptr,
+                      P_.g(a + "index_k_proj.weight"));
+      }
+      rms_norm_bwd<T>(dh_.data(), L.x_in.data(), gain_saved(p + "input_layernorm.weight"), L.r1.data(), n, d,
+                      dx_.data(), P_.g(p + "input_layernorm.weight"));
+    }
+    embedding_bwd<T>(dx_.data(), b.tokens, n, d, P_.g(pre_ + "model.embed_tokens.weight"));
+  }
+
+  // dx_ = d(x_out) on entry; accumulates d(h2) into dh_.
+  void moe_backward(int il, int64_t n) {
+    LayerActs<T>& L = acts_[size_t(il)];
+    const std::string mp = lp(il) + "block_sparse_moe.";
+    const int E = c_.n_experts, k = c_.n_experts_active;
+    const int64_t d = c_.d_model, f = c_.ffn_dim;
+    const T rs = T(c_.routed_scaling_factor);
+#pragma omp parallel for schedule(static)
+    for (int64_t s = 0; s < n * k; ++s) {
+      const int64_t r = L.slot_row[size_t(s)], j = L.slot_j[size_t(s)];
+      const T* g = dx_.data() + r * d;
+      const T* y = L.ye.data() + s * d;
+      const T wgt = L.w[size_t(r * k + j)] * rs;
+      T dot = 0;
+      T* dy = dye_.data() + s * d;
+      for (int64_t c = 0; c < d; ++c) {
+        dy[c] = wgt * g[c];
+        dot += g[c] * y[c];
+      }
+      dw_[size_t(r * k + j)] = dot * rs;
+    }
+    std::fill(dxe_.begin(), dxe_.begin() + n * k * d, T(0));
+    for (int e = 0; e < E; ++e) {
+      const int64_t b0 = L.count[size_t(e)], m = L.count[size_t(e + 1)] - b0;
+      if (m == 0) continue;
+      const std::string ex = ep(il, e);
+      std::fill(da_.begin(), da_.begin() + m * f, T(0));
+      std::fill(dg_.begin(), dg_.begin() + m * f, T(0));
+      std::fill(du_.begin(), du_.begin() + m * f, T(0));
+      linear_bwd<T>(dye_.data() + b0 * d, L.ex.a.data() + b0 * f, P_.p(ex + "w2.weight"), m, f, d, da_.data(),
+                    P_.g(ex + "w2.weight"));
+      swiglu_oai_bwd<T>(da_.data(), L.ex.g.data() + b0 * f, L.ex.u.data() + b0 * f, m * f, c_.swiglu_alpha,
+                        c_.swiglu_limit, dg_.data(), du_.data());
+      linear_bwd<T>(dg_.data(), L.xe.data() + b0 * d, P_.p(ex + "w1.weight"), m, d, f, dxe_.data() + b0 * d,
+                    P_.g(ex + "w1.weight"));
+      linear_bwd<T>(du_.data(), L.xe.data() + b0 * d, P_.p(ex + "w3.weight"), m, d, f, dxe_.data() + b0 * d,
+                    P_.g(ex + "w3.weight"));
+    }
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < n; ++r) {
+      T* dst = dh_.data() + r * d;
+      for (int j = 0; j < k; ++j) {
+        const T* src = dxe_.data() + int64_t(L.slot_of[size_t(r * k + j)]) * d;
+        for (int64_t c = 0; c < d; ++c) dst[c] += src[c];
+      }
+    }
+    if (c_.shared_ffn_dim > 0)
+      ffn_bwd(mp + "shared_experts.", dx_.data(), L.h2.data(), n, c_.shared_ffn_dim, L.sh, dh_.data());
+    std::fill(drl_.begin(), drl_.begin() + n * E, T(0));
+    router_sigmoid_bwd<T>(dw_.data(), L.ids.data(), L.w.data(), L.probs.data(), n, E, k, drl_.data());
+    linear_bwd<T>(drl_.data(), L.h2.data(), P_.p(mp + "gate.weight"), n, d, E, dh_.data(), P_.g(mp + "gate.weight"));
+  }
+
+  const ModelConfig& c_;
+  ParamSet<T>& P_;
+  int64_t max_seqs_, seq_len_;
+  std::string pre_;                                   // tensor name prefix ("language_model.")
+  std::vector<LayerActs<T>> acts_;
+  std::map<std::string, Vec<T>> gains_;               // effective norm gains of the last forward
+  Vec<T> x_, hf_, rf_, logits_;
+  Vec<T> dx_, dh_, dhi_, dq_, dk_, dv_, dq_raw_, dk_raw_, datt_, diq_, dik_, diq_raw_, dik_raw_, dz_;
+  Vec<T> drl_, dw_, dye_, dxe_, da_, dg_, du_;
+  Vec<int32_t> pos_;
+  std::vector<std::vector<int64_t>> loads_;
+  double kl_ = 0, kl_norm_ = 1;
+};
+
+}  // namespace
+
+std::vector<ParamInfo> param_layout_m3(const ModelConfig& c) {
+  if (!c.use_qk_norm || !c.qk_norm_per_head) fail("training: MiniMax-M3 needs per-head QK-norm (qk_norm_type per_head)");
+  if (c.ffn_act != FfnAct::kSwigluOai) fail("training: MiniMax-M3 needs the swigluoai activation");
+  if (c.count_layers(LayerKind::kSparse) > 0 && c.msa.index_heads != c.n_kv_heads)
+    fail("training: MSA needs sparse_num_index_heads == num_key_value_heads");
+  const std::string& pre = c.tensor_prefix;
+  const int64_t d = c.d_model, qd = c.q_dim(), kvd = c.kv_dim(), hd = c.head_dim, f = c.ffn_dim, E = c.n_experts;
+  const Init gain = c.gemma_norm ? Init::kZeros : Init::kOnes;  // Gemma: w stored, 1 + w applied
+  std::vector<ParamInfo> out;
+  auto add = [&](std::string name, std::vector<int64_t> shape, Init init) {
+    ParamInfo i;
+    i.name = std::move(name);
+    i.shape = std::move(shape);
+    i.init = init;
+    i.decay = i.shape.size() == 2;
+    out.push_back(std::move(i));
+  };
+  add(pre + "model.embed_tokens.weight", {c.vocab_size, d}, Init::kEmbedding);
+  for (int il = 0; il < c.n_layers; ++il) {
+    const std::string p = pre + "model.layers." + std::to_string(il) + ".", a = p + "self_attn.";
+    add(p + "input_layernorm.weight", {d}, gain);
+    add(p + "post_attention_layernorm.weight", {d}, gain);
+    add(a + "q_proj.weight", {qd, d}, Init::kFanIn);
+    add(a + "k_proj.weight", {kvd, d}, Init::kFanIn);
+    add(a + "v_proj.weight", {kvd, d}, Init::kFanIn);
+    add(a + "o_proj.weight", {d, qd}, Init::kResidual);
+    add(a + "q_norm.weight", {hd}, gain);
+    add(a + "k_norm.weight", {hd}, gain);
+    if (c.layer_kinds[size_t(il)] == LayerKind::kSparse) {
+      const int64_t di = c.msa.index_dim;
+      add(a + "index_q_proj.weight", {int64_t(c.msa.index_heads) * di, d}, Init::kFanIn);
+      add(a + "index_k_proj.weight", {di, d}, Init::kFanIn);
+      add(a + "index_q_norm.weight", {di}, gain);
+      add(a + "index_k_norm.weight", {di}, gain);
+    }
+    if (!c.is_moe_layer(il)) {
+      add(p + "mlp.gate_proj.weight", {c.dense_ffn_dim, d}, Init::kFanIn);
+      add(p + "mlp.up_proj.weight", {c.dense_ffn_dim, d}, Init::kFanIn);
+      add(p + "mlp.down_proj.weight", {d, c.dense_ffn_dim}, Init::kResidual);
+      continue;
+    }
+    const std::string mp = p + "block_sparse_moe.";
+    add(mp + "gate.weight", {E, d}, Init::kFanIn);
+    out.back().keep_f32 = true;  // F32 in the real checkpoint (spec §5.2)
+    if (c.use_routing_bias) {
+      add(mp + "e_score_correction_bias", {E}, Init::kZeros);
+      out.back().trainable = false;  // the aux-loss-free update moves it (trainer.cpp)
+      out.back().keep_f32 = true;
+    }
+    for (int e = 0; e < E; ++e) {
+      const std::string ep = mp + "experts." + std::to_string(e) + ".";
+      add(ep + "w1.weight", {f, d}, Init::kFanIn);
+      add(ep + "w2.weight", {d, f}, Init::kResidual);
+      add(ep + "w3.weight", {f, d}, Init::kFanIn);
+    }
+    if (c.shared_ffn_dim > 0) {
+      const std::string sp = mp + "shared_experts.";
+      add(sp + "gate_proj.weight", {c.shared_ffn_dim, d}, Init::kFanIn);
+      add(sp + "up_proj.weight", {c.shared_ffn_dim, d}, Init::kFanIn);
+      add(sp + "down_proj.weight", {d, c.shared_ffn_dim}, Init::kResidual);
+    }
+  }
+  add(pre + "model.norm.weight", {d}, gain);
+  add(pre + "lm_head.weight", {c.vocab_size, d}, Init::kFanIn);
+  return out;
+}
+
+template <class T>
+std::unique_ptr<Graph<T>> make_graph_m3(const ModelConfig& cfg, ParamSet<T>& params, int64_t max_seqs,
+                                        int64_t seq_len) {
+  return std::make_unique<M3Graph<T>>(cfg, params, max_seqs, seq_len);
+}
+
+template std::unique_ptr<Graph<float>> make_graph_m3<float>(const ModelConfig&, ParamSet<float>&, int64_t, int64_t);
+template std::unique_ptr<Graph<double>> make_graph_m3<double>(const ModelConfig&, ParamSet<double>&, int64_t,
+                                                              int64_t);
+
+}  // namespace mmx::train

@@ -15,9 +15,12 @@
 // probabilities (detached), student = softmax over the same keys of iq·ik/√di; the indexer's input
 // h1 is detached, so the KL trains only the index projections / norms and the CE everything else.
 // Blocks are blocks of the packed row index within a sequence (as torch); RoPE uses the positions.
+#include <fmt/format.h>
+
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <string>
 
 #include "base/error.h"
 #include "train/families.h"
@@ -31,6 +34,11 @@ namespace {
 
 template <class T>
 using Vec = std::vector<T>;
+
+// The decimal a float config field was parsed from (its shortest round-trip form) as a double:
+// ModelConfig keeps swiglu_alpha 1.702 and the eps as float, and 1.702f is 1.3e-8 off 1.702 — a
+// 1e-8 gradient difference against the float64 torch reference.
+double exact(float v) { return std::stod(fmt::format("{}", v)); }
 
 // A SwiGLU-OAI FFN's saved activations over m rows of width f: g, u, a [m, f].
 template <class T>
@@ -68,7 +76,15 @@ template <class T>
 class M3Graph final : public Graph<T> {
  public:
   M3Graph(const ModelConfig& c, ParamSet<T>& P, int64_t max_seqs, int64_t seq_len)
-      : c_(c), P_(P), max_seqs_(max_seqs), seq_len_(seq_len), pre_(c.tensor_prefix) {
+      : c_(c),
+        P_(P),
+        max_seqs_(max_seqs),
+        seq_len_(seq_len),
+        pre_(c.tensor_prefix),
+        eps_(exact(c.norm_eps)),
+        alpha_(exact(c.swiglu_alpha)),
+        limit_(exact(c.swiglu_limit)),
+        rs_(exact(c.routed_scaling_factor)) {
     const int64_t n = max_seqs * seq_len, t = seq_len, d = c.d_model, qd = c.q_dim(), kvd = c.kv_dim();
     const int64_t E = c.n_experts, k = c.n_experts_active, f = c.ffn_dim, G = c.msa.index_heads,
                   di = c.msa.index_dim;
@@ -203,21 +219,21 @@ class M3Graph final : public Graph<T> {
       LayerActs<T>& L = acts_[size_t(il)];
       const std::string p = lp(il), a = p + "self_attn.";
       std::memcpy(L.x_in.data(), x_.data(), sizeof(T) * size_t(n * d));
-      rms_norm_fwd<T>(x_.data(), gain(p + "input_layernorm.weight"), n, d, c_.norm_eps, L.h1.data(), L.r1.data());
+      rms_norm_fwd<T>(x_.data(), gain(p + "input_layernorm.weight"), n, d, eps_, L.h1.data(), L.r1.data());
       linear_fwd<T>(L.h1.data(), P_.p(a + "q_proj.weight"), n, d, qd, L.q_raw.data());
       linear_fwd<T>(L.h1.data(), P_.p(a + "k_proj.weight"), n, d, kvd, L.k_raw.data());
       linear_fwd<T>(L.h1.data(), P_.p(a + "v_proj.weight"), n, d, kvd, L.v.data());
-      rms_norm_heads_fwd<T>(L.q_raw.data(), gain(a + "q_norm.weight"), n, H, hd, c_.norm_eps, L.q.data(), L.rq.data());
-      rms_norm_heads_fwd<T>(L.k_raw.data(), gain(a + "k_norm.weight"), n, KH, hd, c_.norm_eps, L.k.data(),
+      rms_norm_heads_fwd<T>(L.q_raw.data(), gain(a + "q_norm.weight"), n, H, hd, eps_, L.q.data(), L.rq.data());
+      rms_norm_heads_fwd<T>(L.k_raw.data(), gain(a + "k_norm.weight"), n, KH, hd, eps_, L.k.data(),
                             L.rk.data());
       rope<T>(L.q.data(), pos_.data(), n, H, hd, c_.rotary_dim, c_.rope_theta, false);
       rope<T>(L.k.data(), pos_.data(), n, KH, hd, c_.rotary_dim, c_.rope_theta, false);
       if (L.sparse) {
         linear_fwd<T>(L.h1.data(), P_.p(a + "index_q_proj.weight"), n, d, int64_t(G) * di, L.iq_raw.data());
         linear_fwd<T>(L.h1.data(), P_.p(a + "index_k_proj.weight"), n, d, di, L.ik_raw.data());
-        rms_norm_heads_fwd<T>(L.iq_raw.data(), gain(a + "index_q_norm.weight"), n, G, di, c_.norm_eps, L.iq.data(),
+        rms_norm_heads_fwd<T>(L.iq_raw.data(), gain(a + "index_q_norm.weight"), n, G, di, eps_, L.iq.data(),
                               L.riq.data());
-        rms_norm_heads_fwd<T>(L.ik_raw.data(), gain(a + "index_k_norm.weight"), n, 1, di, c_.norm_eps, L.ik.data(),
+        rms_norm_heads_fwd<T>(L.ik_raw.data(), gain(a + "index_k_norm.weight"), n, 1, di, eps_, L.ik.data(),
                               L.rik.data());
         rope<T>(L.iq.data(), pos_.data(), n, G, di, c_.rotary_dim, c_.rope_theta, false);
         rope<T>(L.ik.data(), pos_.data(), n, 1, di, c_.rotary_dim, c_.rope_theta, false);
@@ -242,7 +258,7 @@ class M3Graph final : public Graph<T> {
       linear_fwd<T>(L.att.data(), P_.p(a + "o_proj.weight"), n, qd, d, dh_.data());
       add_into(x_.data(), dh_.data(), n * d);
       std::memcpy(L.x_mid.data(), x_.data(), sizeof(T) * size_t(n * d));
-      rms_norm_fwd<T>(x_.data(), gain(p + "post_attention_layernorm.weight"), n, d, c_.norm_eps, L.h2.data(),
+      rms_norm_fwd<T>(x_.data(), gain(p + "post_attention_layernorm.weight"), n, d, eps_, L.h2.data(),
                       L.r2.data());
       if (L.moe) {
         moe_forward(il, n);
@@ -251,7 +267,7 @@ class M3Graph final : public Graph<T> {
         add_into(x_.data(), dh_.data(), n * d);
       }
     }
-    rms_norm_fwd<T>(x_.data(), gain(pre_ + "model.norm.weight"), n, d, c_.norm_eps, hf_.data(), rf_.data());
+    rms_norm_fwd<T>(x_.data(), gain(pre_ + "model.norm.weight"), n, d, eps_, hf_.data(), rf_.data());
     linear_fwd<T>(hf_.data(), P_.p(pre_ + "lm_head.weight"), n, d, c_.vocab_size, logits_.data());
   }
 
@@ -265,7 +281,7 @@ class M3Graph final : public Graph<T> {
     const int64_t d = c_.d_model;
     linear_fwd<T>(x, P_.p(mp + "gate_proj.weight"), m, d, f, A.g.data());
     linear_fwd<T>(x, P_.p(mp + "up_proj.weight"), m, d, f, A.u.data());
-    swiglu_oai_fwd<T>(A.g.data(), A.u.data(), m * f, c_.swiglu_alpha, c_.swiglu_limit, A.a.data());
+    swiglu_oai_fwd<T>(A.g.data(), A.u.data(), m * f, alpha_, limit_, A.a.data());
     linear_fwd<T>(A.a.data(), P_.p(mp + "down_proj.weight"), m, f, d, y);
   }
   // dx += d(x) of ffn_fwd given dy; parameter gradients accumulate.
@@ -275,7 +291,7 @@ class M3Graph final : public Graph<T> {
     std::fill(dg_.begin(), dg_.begin() + m * f, T(0));
     std::fill(du_.begin(), du_.begin() + m * f, T(0));
     linear_bwd<T>(dy, A.a.data(), P_.p(mp + "down_proj.weight"), m, f, d, da_.data(), P_.g(mp + "down_proj.weight"));
-    swiglu_oai_bwd<T>(da_.data(), A.g.data(), A.u.data(), m * f, c_.swiglu_alpha, c_.swiglu_limit, dg_.data(),
+    swiglu_oai_bwd<T>(da_.data(), A.g.data(), A.u.data(), m * f, alpha_, limit_, dg_.data(),
                       du_.data());
     linear_bwd<T>(dg_.data(), x, P_.p(mp + "gate_proj.weight"), m, d, f, dx, P_.g(mp + "gate_proj.weight"));
     linear_bwd<T>(du_.data(), x, P_.p(mp + "up_proj.weight"), m, d, f, dx, P_.g(mp + "up_proj.weight"));
@@ -313,13 +329,13 @@ class M3Graph final : public Graph<T> {
       const std::string ex = ep(il, e);
       linear_fwd<T>(L.xe.data() + b0 * d, P_.p(ex + "w1.weight"), m, d, f, L.ex.g.data() + b0 * f);
       linear_fwd<T>(L.xe.data() + b0 * d, P_.p(ex + "w3.weight"), m, d, f, L.ex.u.data() + b0 * f);
-      swiglu_oai_fwd<T>(L.ex.g.data() + b0 * f, L.ex.u.data() + b0 * f, m * f, c_.swiglu_alpha, c_.swiglu_limit,
+      swiglu_oai_fwd<T>(L.ex.g.data() + b0 * f, L.ex.u.data() + b0 * f, m * f, alpha_, limit_,
                         L.ex.a.data() + b0 * f);
       linear_fwd<T>(L.ex.a.data() + b0 * f, P_.p(ex + "w2.weight"), m, f, d, L.ye.data() + b0 * d);
     }
     if (c_.shared_ffn_dim > 0) ffn_fwd(mp + "shared_experts.", L.h2.data(), n, c_.shared_ffn_dim, L.sh, L.ysh.data());
     // x_r += rs · Σ_j w_rj · ye_slot(r,j) + shared(h2_r), per row in rank order (deterministic)
-    const T rs = T(c_.routed_scaling_factor);
+    const T rs = T(rs_);
     const bool shared = c_.shared_ffn_dim > 0;
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < n; ++r) {
@@ -421,7 +437,7 @@ class M3Graph final : public Graph<T> {
     const std::string mp = lp(il) + "block_sparse_moe.";
     const int E = c_.n_experts, k = c_.n_experts_active;
     const int64_t d = c_.d_model, f = c_.ffn_dim;
-    const T rs = T(c_.routed_scaling_factor);
+    const T rs = T(rs_);
 #pragma omp parallel for schedule(static)
     for (int64_t s = 0; s < n * k; ++s) {
       const int64_t r = L.slot_row[size_t(s)], j = L.slot_j[size_t(s)];
@@ -446,8 +462,8 @@ class M3Graph final : public Graph<T> {
       std::fill(du_.begin(), du_.begin() + m * f, T(0));
       linear_bwd<T>(dye_.data() + b0 * d, L.ex.a.data() + b0 * f, P_.p(ex + "w2.weight"), m, f, d, da_.data(),
                     P_.g(ex + "w2.weight"));
-      swiglu_oai_bwd<T>(da_.data(), L.ex.g.data() + b0 * f, L.ex.u.data() + b0 * f, m * f, c_.swiglu_alpha,
-                        c_.swiglu_limit, dg_.data(), du_.data());
+      swiglu_oai_bwd<T>(da_.data(), L.ex.g.data() + b0 * f, L.ex.u.data() + b0 * f, m * f, alpha_,
+                        limit_, dg_.data(), du_.data());
       linear_bwd<T>(dg_.data(), L.xe.data() + b0 * d, P_.p(ex + "w1.weight"), m, d, f, dxe_.data() + b0 * d,
                     P_.g(ex + "w1.weight"));
       linear_bwd<T>(du_.data(), L.xe.data() + b0 * d, P_.p(ex + "w3.weight"), m, d, f, dxe_.data() + b0 * d,
@@ -472,6 +488,7 @@ class M3Graph final : public Graph<T> {
   ParamSet<T>& P_;
   int64_t max_seqs_, seq_len_;
   std::string pre_;                                   // tensor name prefix ("language_model.")
+  double eps_, alpha_, limit_, rs_;                   // the config's decimals (exact())
   std::vector<LayerActs<T>> acts_;
   std::map<std::string, Vec<T>> gains_;               // effective norm gains of the last forward
   Vec<T> x_, hf_, rf_, logits_;

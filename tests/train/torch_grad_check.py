@@ -2,10 +2,11 @@
 """Our gradients against two independent oracles, on fresh tiny checkpoints (mmx make-tiny, f32):
 
   1. PyTorch autograd (reference/torch_grad.py, written from the spec, sharing no code with the
-     engine) vs `mmx grad`, per family (MiniMax-M2; Text-01 with lightning and softmax layers): the
-     loss and every trainable tensor's gradient, for a causal batch with unscored (-1) targets and
-     for a tree visibility mask; float64 to 1e-8 relative (per tensor, relative to its max |grad|),
-     float32 to 1e-4.
+     engine) vs `mmx grad`, per family (MiniMax-M2; Text-01 with lightning and softmax layers;
+     M3 with dense and MSA layers, the block selection active — T 32 = 8 blocks of 4, top-3 — with
+     and without the indexer KL, --index-loss-weight 0.5): the loss and every trainable tensor's
+     gradient, for a causal batch with unscored (-1) targets and for a tree visibility mask;
+     float64 to 1e-8 relative (per tensor, relative to its max |grad|), float32 to 1e-4.
   2. The float64 numpy reference forward (reference/minimax_m2.py, logits of each row) -> softmax
      cross-entropy in numpy == `mmx grad --dtype f64` loss to 1e-6 relative.
 
@@ -72,8 +73,9 @@ def compare(ours, theirs, tol, what):
     return ok, worst
 
 
-def check_arch(mmx, work, arch, model, T, V):
-    """mmx grad vs torch_grad.py on one checkpoint: causal and tree mask, f64 and f32."""
+def check_arch(mmx, work, arch, model, T, V, kl_weights=(None,)):
+    """mmx grad vs torch_grad.py on one checkpoint: causal and tree mask, f64 and f32; for each
+    entry of kl_weights (None = the option not given; M3: an --index-loss-weight)."""
     rng = np.random.default_rng(3)
     B = 3
     batch = rng.integers(0, V, size=(B, T + 1)).astype(np.int32)
@@ -92,7 +94,12 @@ def check_arch(mmx, work, arch, model, T, V):
     mpath = os.path.join(work, f"{arch}_mask.npy")
     np.save(mpath, np.stack([np.tril(np.ones((T, T), dtype=bool)), tree, tree]))
     ok_all = True
+    variants = []
     for tag, extra in (("causal", []), ("tree", ["--mask", mpath])):
+        for w in kl_weights:
+            variants.append((tag if w is None else f"{tag}+kl{w:g}",
+                             extra + ([] if w is None else ["--index-loss-weight", str(w)])))
+    for tag, extra in variants:
         for dt, ours_dt, tol in (("float64", "f64", 1e-8), ("float32", "f32", 1e-4)):
             o = os.path.join(work, f"{arch}_ours_{ours_dt}_{tag}.safetensors")
             t = os.path.join(work, f"{arch}_torch_{dt}_{tag}.safetensors")
@@ -103,7 +110,7 @@ def check_arch(mmx, work, arch, model, T, V):
             ok, worst = compare(go, gt, tol, f"{arch} {tag} {dt}")
             lo, lt = float(go["loss"][0]), float(gt["loss"][0])
             lrel = abs(lo - lt) / abs(lt)
-            print(f"{arch:15s} {tag:6s} {dt}: loss ours {lo:.15f} torch {lt:.15f} (rel {lrel:.2e}); "
+            print(f"{arch:15s} {tag:10s} {dt}: loss ours {lo:.15f} torch {lt:.15f} (rel {lrel:.2e}); "
                   f"worst tensor rel diff {worst:.2e} over {len(go)} tensors (tol {tol})")
             if not ok or not lrel <= tol:
                 ok_all = False
@@ -118,12 +125,13 @@ def main():
     work = args.work or tempfile.mkdtemp(prefix="mmx_torch_grad_")
     os.makedirs(work, exist_ok=True)
     failed = False
-    # (arch, make-tiny extra args, batch width T, vocab)
-    cases = [("minimax_m2", [], 24, 512), ("minimax_text01", [], 24, 512)]
-    for arch, extra_tiny, T, V in cases:
+    # (arch, make-tiny extra args, batch width T, vocab, indexer-KL weights)
+    cases = [("minimax_m2", [], 24, 512, (None,)), ("minimax_text01", [], 24, 512, (None,)),
+             ("minimax_m3", [], 32, 512, (None, 0.5))]  # make-tiny M3: MSA block 4, top-3
+    for arch, extra_tiny, T, V, klw in cases:
         model = os.path.join(work, arch)
         run([args.mmx, "make-tiny", "--arch", arch, "-o", model, "--dtype", "f32", "--seed", "11"] + extra_tiny)
-        if not check_arch(args.mmx, work, arch, model, T, V):
+        if not check_arch(args.mmx, work, arch, model, T, V, klw):
             failed = True
 
     # numpy float64 forward -> CE == our f64 loss (M2 case)

@@ -3,8 +3,9 @@
 //   batch: .npy int [B, T+1]: inputs = [:, :-1], targets = [:, 1:] (-1 = not scored; as an input
 //          it is read as id 0)
 //   mask:  .npy bool/uint8 [B, T, T] visibility (optional; default causal)
-//   out:   safetensors, F64: "loss" [1] = Σ CE / scored targets, and d loss / d θ under each
-//          trainable tensor's checkpoint name (the routing bias has no gradient and is left out)
+//   out:   safetensors, F64: "loss" [1] = Σ CE / scored targets (+ W · the M3 indexer KL with
+//          --index-loss-weight W), and d loss / d θ under each trainable tensor's checkpoint name
+//          (the routing bias has no gradient and is left out)
 #include <cstdio>
 
 #include "base/error.h"
@@ -23,6 +24,7 @@ namespace {
 struct Opts {
   std::string model, batch, mask, out, dtype = "f64";
   int threads = 0;
+  double index_loss_weight = 0;  // M3: loss = ce + W · kl (reference/torch_grad.py --index-loss-weight)
 };
 
 template <class R>
@@ -33,13 +35,17 @@ void run_grad(const Opts& o) {
   const train::NpyArray b = train::read_npy(o.batch);
   if (b.shape.size() != 2 || b.shape[1] < 2) fail("{}: the batch must be [B, T+1] with T >= 1", o.batch);
   const int64_t B = b.shape[0], T = b.shape[1] - 1;
+  if (o.index_loss_weight != 0 && cfg.family != Family::kMiniMaxM3)
+    fail("--index-loss-weight applies to MiniMax-M3 (MSA) checkpoints only");
   std::vector<int32_t> tokens(size_t(B * T)), targets(size_t(B * T));
+  std::vector<uint8_t> real(size_t(B * T));  // rows holding a real input (the KL's rows, as torch)
   for (int64_t s = 0; s < B; ++s)
     for (int64_t t = 0; t < T; ++t) {
       // -1 (padding) as an input id is embedded as id 0, as reference/torch_grad.py does; it is
       // never a scored target's own token, so only unscored tails should hold it.
       const int64_t in = b.values[size_t(s * (T + 1) + t)];
       tokens[size_t(s * T + t)] = int32_t(in == -1 ? 0 : in);
+      real[size_t(s * T + t)] = in != -1;
       targets[size_t(s * T + t)] = int32_t(b.values[size_t(s * (T + 1) + t + 1)]);
     }
   std::vector<uint8_t> vis;
@@ -53,7 +59,11 @@ void run_grad(const Opts& o) {
   if (scored == 0) fail("{}: no target is scored", o.batch);
   auto graph = train::make_graph<R>(cfg, P, B, T);
   train::TrainBatch tb{B, T, tokens.data(), targets.data(), nullptr, vis.empty() ? nullptr : vis.data()};
-  const double loss = graph->forward_backward(tb, 1.0 / double(scored)) / double(scored);
+  tb.index_loss_weight = o.index_loss_weight;
+  tb.index_rows = real.data();
+  const double ce = graph->forward_backward(tb, 1.0 / double(scored)) / double(scored);
+  const double kl = graph->index_kl();
+  const double loss = ce + o.index_loss_weight * kl;
   SafetensorsWriter w;
   w.add("loss", DType::kF64, {1}, &loss, 8);
   std::vector<double> g;
@@ -63,7 +73,7 @@ void run_grad(const Opts& o) {
     w.add(i.name, DType::kF64, i.shape, g.data(), g.size() * 8);
   }
   w.write(o.out);
-  std::printf("loss=%.17g scored=%lld\n", loss, (long long)scored);
+  std::printf("loss=%.17g ce=%.17g kl=%.17g scored=%lld\n", loss, ce, kl, (long long)scored);
 }
 }  // namespace
 
@@ -77,6 +87,9 @@ void add_grad(CLI::App& app, Action& action) {
       ->check(CLI::IsMember({"f64", "f32"}));
   c->add_option("-o,--out", o->out, "Output safetensors (F64)")->required();
   c->add_option("-t,--threads", o->threads, "CPU threads (0 = all cores)");
+  c->add_option("--index-loss-weight", o->index_loss_weight,
+                "MiniMax-M3: loss = ce + W * the MSA indexer KL (0 = CE only)")
+      ->check(CLI::NonNegativeNumber);
   c->callback([o, &action] {
     action = [o] {
       train::set_n_threads(o->threads);

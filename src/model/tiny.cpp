@@ -291,6 +291,7 @@ std::string tiny_m2_config_json(const TinyOptions& o, int64_t bos_id, int64_t eo
 }
 
 std::string tiny_config_json(const TinyOptions& o, int64_t bos_id, int64_t eos_id) {
+  if (o.arch == "minimax_m3") return tiny_m3_config_json(o, bos_id, eos_id);
   if (o.arch == "minimax_m2") return tiny_m2_config_json(o, bos_id, eos_id);
   if (tiny_is_text01(o.arch)) return tiny_text01_config_json(o, bos_id, eos_id);
   fail("no config writer for --arch {} yet (training supports minimax_m2)", o.arch);

@@ -56,6 +56,9 @@ bool tiny_is_text01(const std::string& arch);
 // MiniMax-M3 (arch "minimax_m3", spec §5; tiny_m3.cpp): the minimax_m3_vl wrapper config with
 // text_config, language_model.* tensors, dummy vision tensors, MXFP8 = E4M3 + U8 E8M0 scales.
 void write_tiny_m3(const TinyOptions& opt);
+// Its config.json text at shape `o` (o.dtype sets torch_dtype; mxfp8 adds the quantization_config),
+// with the tokenizer's bos/eos ids. Also used by `mmx train --arch minimax_m3`.
+std::string tiny_m3_config_json(const TinyOptions& o, int64_t bos_id, int64_t eos_id);
 
 // The config.json text of a MiniMax-M2 checkpoint of shape `o` (real M2 keys, spec §4.1), with the
 // tokenizer's bos/eos ids. Also used by `mmx train` for the checkpoints it writes.

@@ -76,6 +76,85 @@ void write_file(const std::filesystem::path& p, const std::string& s) {
 
 }  // namespace
 
+std::string tiny_m3_config_json(const TinyOptions& o, int64_t bos_id, int64_t eos_id) {
+  const int64_t d = o.d_model, V = o.vocab_size;
+  const int64_t G = o.n_kv_heads, di = o.index_dim;  // one index head per KV group (§5.6)
+  const bool mx = o.dtype == "mxfp8";
+  std::vector<int> sparse(o.n_layers), moe(o.n_layers), disable_iv(o.n_layers);
+  for (int il = 0; il < o.n_layers; ++il)
+    sparse[il] = moe[il] = disable_iv[il] = il >= o.n_dense_layers ? 1 : 0;
+  const char* torch_dtype = o.dtype == "f32" ? "float32" : o.dtype == "f16" ? "float16" : "bfloat16";
+  const json sac = {
+      {"use_sparse_attention", true},
+      {"sparse_index_dim", di},
+      {"sparse_num_index_heads", G},
+      {"sparse_topk_blocks", o.msa_topk},
+      {"sparse_block_size", o.msa_block},
+      {"sparse_score_type", "max"},
+      {"sparse_init_block", 0},
+      {"sparse_local_block", 1},
+      {"sparse_attention_freq", sparse},
+      {"sparse_disable_index_value", disable_iv},
+  };
+  const json text = {
+      {"hidden_size", d},
+      {"num_hidden_layers", o.n_layers},
+      {"num_attention_heads", o.n_heads},
+      {"num_key_value_heads", o.n_kv_heads},
+      {"head_dim", o.head_dim},
+      {"rotary_dim", o.rotary_dim},
+      {"partial_rotary_factor", double(o.rotary_dim) / o.head_dim},
+      {"rope_theta", 5000000.0},
+      {"max_position_embeddings", o.max_position},
+      {"vocab_size", V},
+      {"rms_norm_eps", 1e-6},
+      {"use_gemma_norm", true},
+      {"use_qk_norm", true},
+      {"qk_norm_type", "per_head"},
+      {"attention_output_gate", false},
+      {"hidden_act", "swigluoai"},
+      {"swiglu_alpha", 1.702},
+      {"swiglu_limit", 7.0},
+      {"dense_intermediate_size", o.dense_ffn_dim},
+      {"intermediate_size", o.ffn_dim},
+      {"shared_intermediate_size", o.shared_ffn_dim},
+      {"n_shared_experts", 1},
+      {"num_local_experts", o.n_experts},
+      {"num_experts_per_tok", o.n_experts_active},
+      {"scoring_func", "sigmoid"},
+      {"use_routing_bias", true},
+      {"routed_scaling_factor", 2.0},
+      {"moe_layer_freq", moe},
+      {"sparse_attention_config", sac},
+      {"num_mtp_modules", 0},
+      {"num_nextn_predict_layers", 0},
+      {"tie_word_embeddings", false},
+      {"bos_token_id", bos_id},
+      {"eos_token_id", eos_id},
+      {"torch_dtype", torch_dtype},
+  };
+  json cfg = {
+      {"architectures", {"MiniMaxM3SparseForConditionalGeneration"}},
+      {"model_type", "minimax_m3_vl"},
+      {"text_config", text},
+      {"vision_config",
+       {{"model_type", "minimax_m3_vision"}, {"hidden_size", 16}, {"num_hidden_layers", 1},
+        {"num_attention_heads", 2}, {"patch_size", 14}, {"temporal_patch_size", 2},
+        {"spatial_merge_size", 2}}},
+      {"image_token_index", 200025},
+      {"video_token_index", 200026},
+      {"projector_hidden_size", d},
+      {"tie_word_embeddings", false},
+      {"torch_dtype", torch_dtype},
+  };
+  if (mx)
+    cfg["quantization_config"] = {{"quant_method", "mxfp8"},
+                                  {"activation_scheme", "dynamic"},
+                                  {"weight_block_size", {1, 32}},
+                                  {"ignored_layers", {"lm_head", "model.embed_tokens", "vision_tower"}}};
+  return cfg.dump(2) + "\n";
+}
+
 void write_tiny_m3(const TinyOptions& o) {
   if (o.dtype == "fp8")
     fail("make-tiny: minimax_m3 quantizes as MXFP8 (1x32 E8M0 scales, spec §5.2); use --dtype mxfp8");
@@ -96,9 +175,8 @@ void write_tiny_m3(const TinyOptions& o) {
   const int64_t G = o.n_kv_heads, di = o.index_dim;  // one index head per KV group (§5.6)
   const bool mx = o.dtype == "mxfp8";
   const std::string plain = mx ? "bf16" : o.dtype;  // dtype of everything not quantized
-  std::vector<int> sparse(o.n_layers), moe(o.n_layers), disable_iv(o.n_layers);
-  for (int il = 0; il < o.n_layers; ++il)
-    sparse[il] = moe[il] = disable_iv[il] = il >= o.n_dense_layers ? 1 : 0;
+  std::vector<int> sparse(o.n_layers), moe(o.n_layers);
+  for (int il = 0; il < o.n_layers; ++il) sparse[il] = moe[il] = il >= o.n_dense_layers ? 1 : 0;
 
   std::mt19937_64 rng(o.seed ^ 0x4D334D334D334D33ull);
   SafetensorsWriter w;
@@ -172,76 +250,7 @@ void write_tiny_m3(const TinyOptions& o) {
   if (ec) fail("make-tiny: cannot create {}: {}", o.out_dir, ec.message());
   w.write((dir / "model.safetensors").string());
 
-  const char* torch_dtype = o.dtype == "f32" ? "float32" : o.dtype == "f16" ? "float16" : "bfloat16";
-  const json sac = {
-      {"use_sparse_attention", true},
-      {"sparse_index_dim", di},
-      {"sparse_num_index_heads", G},
-      {"sparse_topk_blocks", o.msa_topk},
-      {"sparse_block_size", o.msa_block},
-      {"sparse_score_type", "max"},
-      {"sparse_init_block", 0},
-      {"sparse_local_block", 1},
-      {"sparse_attention_freq", sparse},
-      {"sparse_disable_index_value", disable_iv},
-  };
-  const json text = {
-      {"hidden_size", d},
-      {"num_hidden_layers", o.n_layers},
-      {"num_attention_heads", o.n_heads},
-      {"num_key_value_heads", o.n_kv_heads},
-      {"head_dim", o.head_dim},
-      {"rotary_dim", o.rotary_dim},
-      {"partial_rotary_factor", double(o.rotary_dim) / o.head_dim},
-      {"rope_theta", 5000000.0},
-      {"max_position_embeddings", o.max_position},
-      {"vocab_size", V},
-      {"rms_norm_eps", 1e-6},
-      {"use_gemma_norm", true},
-      {"use_qk_norm", true},
-      {"qk_norm_type", "per_head"},
-      {"attention_output_gate", false},
-      {"hidden_act", "swigluoai"},
-      {"swiglu_alpha", 1.702},
-      {"swiglu_limit", 7.0},
-      {"dense_intermediate_size", o.dense_ffn_dim},
-      {"intermediate_size", o.ffn_dim},
-      {"shared_intermediate_size", o.shared_ffn_dim},
-      {"n_shared_experts", 1},
-      {"num_local_experts", o.n_experts},
-      {"num_experts_per_tok", o.n_experts_active},
-      {"scoring_func", "sigmoid"},
-      {"use_routing_bias", true},
-      {"routed_scaling_factor", 2.0},
-      {"moe_layer_freq", moe},
-      {"sparse_attention_config", sac},
-      {"num_mtp_modules", 0},
-      {"num_nextn_predict_layers", 0},
-      {"tie_word_embeddings", false},
-      {"bos_token_id", tok.bos_id},
-      {"eos_token_id", tok.eos_id},
-      {"torch_dtype", torch_dtype},
-  };
-  json cfg = {
-      {"architectures", {"MiniMaxM3SparseForConditionalGeneration"}},
-      {"model_type", "minimax_m3_vl"},
-      {"text_config", text},
-      {"vision_config",
-       {{"model_type", "minimax_m3_vision"}, {"hidden_size", 16}, {"num_hidden_layers", 1},
-        {"num_attention_heads", 2}, {"patch_size", 14}, {"temporal_patch_size", 2},
-        {"spatial_merge_size", 2}}},
-      {"image_token_index", 200025},
-      {"video_token_index", 200026},
-      {"projector_hidden_size", d},
-      {"tie_word_embeddings", false},
-      {"torch_dtype", torch_dtype},
-  };
-  if (mx)
-    cfg["quantization_config"] = {{"quant_method", "mxfp8"},
-                                  {"activation_scheme", "dynamic"},
-                                  {"weight_block_size", {1, 32}},
-                                  {"ignored_layers", {"lm_head", "model.embed_tokens", "vision_tower"}}};
-  write_file(dir / "config.json", cfg.dump(2) + "\n");
+  write_file(dir / "config.json", tiny_m3_config_json(o, tok.bos_id, tok.eos_id));
   const json gen = {{"bos_token_id", tok.bos_id}, {"eos_token_id", tok.eos_id},
                     {"temperature", 1.0}, {"top_p", 0.95}};
   write_file(dir / "generation_config.json", gen.dump(2) + "\n");

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -38,6 +39,18 @@ V randn(size_t n, uint64_t seed, double sd = 1.0) {
 std::vector<float> to_f(const V& v) { return std::vector<float>(v.begin(), v.end()); }
 V to_d(const std::vector<float>& v) { return V(v.begin(), v.end()); }
 
+// Worst |diff| / max|want| per check kind ("double", "float", "fd"), printed at the end: the
+// measured margins behind the tolerances above.
+std::map<std::string, double>& worst_seen() {
+  static std::map<std::string, double> m;
+  return m;
+}
+std::string kind_of(const std::string& what) {
+  if (what.find("fd") != std::string::npos) return "ref backward vs finite differences";
+  if (what.find("float") != std::string::npos) return "float kernel vs ref";
+  return "double kernel vs ref";
+}
+
 void expect_close(const V& got, const V& want, double rtol, double atol, const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   double mx = 0, worst = 0;
@@ -48,6 +61,8 @@ void expect_close(const V& got, const V& want, double rtol, double atol, const s
     const double d = std::fabs(got[i] - want[i]);
     if (d > worst) worst = d, at = i;
   }
+  double& w = worst_seen()[kind_of(what)];
+  w = std::max(w, worst / std::max(mx, 1e-300));
   EXPECT_LE(worst, atol + rtol * mx) << what << ": max|diff| " << worst << " at " << at << " (got " << got[at]
                                      << ", want " << want[at] << "), max|want| " << mx;
 }
@@ -473,6 +488,11 @@ TEST(TrainKernelsMsa, ThreadCountInvariant) {
   EXPECT_EQ(a.second, b.second);
   ASSERT_EQ(a.first.size(), b.first.size());
   EXPECT_EQ(std::memcmp(a.first.data(), b.first.data(), a.first.size() * sizeof(float)), 0);
+}
+
+// Last: the measured margins of every comparison above.
+TEST(TrainKernelsMsa, ZzMeasuredMargins) {
+  for (const auto& [kind, w] : worst_seen()) std::printf("  %-36s max |diff| / max|ref| = %.2e\n", kind.c_str(), w);
 }
 
 }  // namespace

@@ -27,11 +27,19 @@ T sigmoid(T x) {
   return T(1) / (T(1) + std::exp(-x));
 }
 
-// decay_ij (0 where invisible) for head slope s.
+// a[i, j] *= decay_ij = λ^(p_i − p_j) (0 where invisible), with λ^d from a table over the
+// sequence's position range (t² libm exps per head were most of a Text-01 step).
 template <class T>
-T decay(double s, const int32_t* pos, const uint8_t* vis, int64_t t, int64_t i, int64_t j) {
-  if (!(vis ? vis[i * t + j] != 0 : j <= i)) return T(0);
-  return T(std::exp(-s * double(std::max(0, pos[i] - pos[j]))));
+void apply_decay(T* a, double s, const int32_t* pos, const uint8_t* vis, int64_t t) {
+  int32_t lo = pos[0], hi = pos[0];
+  for (int64_t i = 1; i < t; ++i) lo = std::min(lo, pos[i]), hi = std::max(hi, pos[i]);
+  std::vector<T> pw(static_cast<size_t>(hi - lo) + 1);
+  for (size_t d = 0; d < pw.size(); ++d) pw[d] = T(std::exp(-s * double(d)));
+  for (int64_t i = 0; i < t; ++i)
+    for (int64_t j = 0; j < t; ++j) {
+      const bool seen = vis ? vis[i * t + j] != 0 : j <= i;
+      a[i * t + j] = seen ? a[i * t + j] * pw[size_t(std::max(0, pos[i] - pos[j]))] : T(0);
+    }
 }
 
 }  // namespace
@@ -45,8 +53,7 @@ void lightning_fwd(const T* qkv, const double* slopes, const int32_t* pos, const
     const T* q = qkv + int64_t(h) * 3 * hd;
     T* ah = a + int64_t(h) * t * t;
     blas(false, true, t, t, hd, q, rs, q + hd, rs, T(0), ah, t);  // q_i · k_j
-    for (int64_t i = 0; i < t; ++i)
-      for (int64_t j = 0; j < t; ++j) ah[i * t + j] *= decay<T>(slopes[h], pos, vis, t, i, j);
+    apply_decay(ah, slopes[h], pos, vis, t);
     blas(false, false, t, hd, t, ah, t, q + 2 * hd, rs, T(0), out + int64_t(h) * hd, os);  // Σ_j a_ij v_j
   }
 }
@@ -65,8 +72,7 @@ void lightning_bwd(const T* dout, const T* qkv, const double* slopes, const int3
       T* dq = dqkv + int64_t(h) * 3 * hd;
       // dA_ij = (do_i · v_j) · decay_ij;  dq_i += Σ_j dA_ij k_j;  dk_j += Σ_i dA_ij q_i;  dv_j += Σ_i a_ij do_i
       blas(false, true, t, t, hd, doh, os, q + 2 * hd, rs, T(0), da.data(), t);
-      for (int64_t i = 0; i < t; ++i)
-        for (int64_t j = 0; j < t; ++j) da[size_t(i * t + j)] *= decay<T>(slopes[h], pos, vis, t, i, j);
+      apply_decay(da.data(), slopes[h], pos, vis, t);
       blas(false, false, t, hd, t, da.data(), t, q + hd, rs, T(1), dq, rs);
       blas(true, false, t, hd, t, da.data(), t, q, rs, T(1), dq + hd, rs);
       blas(true, false, t, hd, t, a + int64_t(h) * t * t, t, doh, os, T(1), dq + 2 * hd, rs);

@@ -137,7 +137,7 @@ class M3Graph final : public Graph<T> {
     hf_.resize(size_t(n * d));
     rf_.resize(size_t(n));
     logits_.resize(size_t(n * c.vocab_size));
-    for (Vec<T>* v : {&dx_, &dh_, &dhi_}) v->resize(size_t(n * d));
+    for (Vec<T>* v : {&dx_, &dh_}) v->resize(size_t(n * d));
     for (Vec<T>* v : {&dq_, &dq_raw_, &datt_}) v->resize(size_t(n * qd));
     for (Vec<T>* v : {&dk_, &dv_, &dk_raw_}) v->resize(size_t(n * kvd));
     diq_.resize(size_t(n * std::max<int64_t>(G, 1) * std::max<int64_t>(di, 1)));
@@ -492,7 +492,7 @@ class M3Graph final : public Graph<T> {
   std::vector<LayerActs<T>> acts_;
   std::map<std::string, Vec<T>> gains_;               // effective norm gains of the last forward
   Vec<T> x_, hf_, rf_, logits_;
-  Vec<T> dx_, dh_, dhi_, dq_, dk_, dv_, dq_raw_, dk_raw_, datt_, diq_, dik_, diq_raw_, dik_raw_, dz_;
+  Vec<T> dx_, dh_, dq_, dk_, dv_, dq_raw_, dk_raw_, datt_, diq_, dik_, diq_raw_, dik_raw_, dz_;
   Vec<T> drl_, dw_, dye_, dxe_, da_, dg_, du_;
   Vec<int32_t> pos_;
   std::vector<std::vector<int64_t>> loads_;

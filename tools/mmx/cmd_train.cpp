@@ -13,7 +13,7 @@ void add_train(CLI::App& app, Action& action) {
       "train",
       "Train a model from scratch on a text file; writes an HF checkpoint (+ train_log.csv, loss.png, "
       "train_state.* for --resume) to -o DIR");
-  c->add_option("--arch", o->shape.arch, "Model family (minimax_m2; Text-01 and M3 training are not done yet)")
+  c->add_option("--arch", o->shape.arch, "Model family (minimax_m2, minimax_text01, minimax_m3)")
       ->check(CLI::IsMember({"minimax_m2", "minimax_text01", "minimax_m3"}));
   c->add_option("--data", o->data, "Training text (UTF-8)");
   c->add_option("--val", o->val, "Held-out text: loss every --eval-every steps");

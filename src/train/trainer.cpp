@@ -55,7 +55,8 @@ json run_json(const TrainOptions& o) {
           {"max_position", s.max_position}, {"data", o.data}, {"val", o.val}, {"seq_len", o.seq_len},
           {"batch", o.batch}, {"micro_batch", o.micro_batch}, {"lr", o.lr}, {"min_lr_ratio", o.min_lr_ratio},
           {"warmup", o.warmup}, {"weight_decay", o.weight_decay}, {"clip", o.clip}, {"bias_rate", o.bias_rate},
-          {"seed", o.seed}, {"eval_windows", o.eval_windows}, {"save_dtype", o.save_dtype}};
+          {"seed", o.seed}, {"eval_windows", o.eval_windows}, {"save_dtype", o.save_dtype},
+          {"index_loss_weight", o.index_loss_weight}};
 }
 
 void apply_run_json(const json& j, TrainOptions& o) {
@@ -86,6 +87,7 @@ void apply_run_json(const json& j, TrainOptions& o) {
   o.seed = j.at("seed");
   o.eval_windows = j.at("eval_windows");
   o.save_dtype = j.at("save_dtype");
+  o.index_loss_weight = j.value("index_loss_weight", 0.0);
 }
 
 // The tokenizer of a new run: copied from --tokenizer (with its tokenizer_config.json when it has
@@ -273,11 +275,14 @@ TrainResult train_run(const TrainOptions& opt_in) {
   for (int64_t step = start_step; step < o.steps; ++step) {
     const auto s0 = std::chrono::steady_clock::now();
     P.zero_grad();
-    double loss_sum = 0;
+    double loss_sum = 0, kl_sum = 0;
     for (int64_t mb = 0; mb < n_micro; ++mb) {
       data.sample_windows(o.seed, step, mb * o.micro_batch, o.micro_batch, o.seq_len, tokens, targets);
       TrainBatch b{o.micro_batch, o.seq_len, tokens.data(), targets.data(), nullptr, nullptr};
+      // The KL is a mean over a micro-batch's rows: 1/n_micro of the weight keeps splits invariant.
+      b.index_loss_weight = o.index_loss_weight / double(n_micro);
       loss_sum += graph->forward_backward(b, 1.0 / double(step_tokens));  // the global token normaliser
+      kl_sum += graph->index_kl() / double(n_micro);
     }
     const double gnorm = clip_grad_norm(P, o.clip);
     const double lr = lr_schedule(step, o.steps, o.warmup, o.lr, o.min_lr_ratio);
@@ -302,8 +307,8 @@ TrainResult train_run(const TrainOptions& opt_in) {
     const double step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count();
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - loop_t0).count();
     const double tps = double(tokens_seen - start_step * step_tokens) / std::max(elapsed, 1e-9);
-    log_rows.push_back(fmt::format("{},{:.6g},{:.6f},{:.6g},{:.6f},{},{:.3f},{:.1f}", step + 1, lr, loss, gnorm,
-                                   val_loss, tokens_seen, step_s, tps));
+    log_rows.push_back(fmt::format("{},{:.6g},{:.6f},{:.6g},{:.6f},{},{:.6f},{:.3f},{:.1f}", step + 1, lr, loss, gnorm,
+                                   val_loss, tokens_seen, kl_sum, step_s, tps));
     if (!o.quiet) {
       const double left = double(o.steps - step - 1) * elapsed / double(step + 1 - start_step);
       std::fprintf(stderr, "\rstep %lld/%lld  loss %.4f  lr %.2e  |g| %.3f  %.0f tok/s  ETA %s   ",
@@ -314,7 +319,7 @@ TrainResult train_run(const TrainOptions& opt_in) {
     if (val_loss >= 0) res.val_loss = val_loss;
     if (last || (o.save_every > 0 && (step + 1) % o.save_every == 0)) {
       save_state(out, P, opt, step + 1, tokens_seen, o);
-      std::string csv = "step,lr,loss,grad_norm,val_loss,tokens,step_s,tokens_per_s\n";
+      std::string csv = "step,lr,loss,grad_norm,val_loss,tokens,index_kl,step_s,tokens_per_s\n";
       for (const std::string& r : log_rows) csv += r + "\n";
       write_file(out / "train_log.csv", csv);
     }

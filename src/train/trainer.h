@@ -32,6 +32,7 @@ struct TrainOptions {
   double weight_decay = 0.1;
   double clip = 1.0;            // global gradient-norm clip (0 = off)
   double bias_rate = 1e-3;      // aux-loss-free routing-bias update rate (DeepSeek-V3's γ)
+  double index_loss_weight = 0; // M3: loss = CE + W · the MSA indexer's KL toward the main attention
   uint64_t seed = 1;
   int64_t eval_every = 50;      // held-out loss every N steps (and at the end); 0 = only at the end
   int64_t eval_windows = 32;    // held-out windows of seq_len tokens per evaluation

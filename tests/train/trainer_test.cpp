@@ -163,7 +163,7 @@ TEST(Trainer, BadOptionsAreRefused) {
   o.data = "/nonexistent/file.txt";
   EXPECT_THROW(train_run(o), Error);
   o = small_run(tmp("bad"), 2);
-  o.shape.arch = "minimax_text01";
+  o.shape.arch = "minimax_m4";  // no such family
   EXPECT_THROW(train_run(o), Error);
   o = small_run("", 2);
   o.resume = tmp("nothing-here").string();

@@ -36,6 +36,9 @@ void add_train(CLI::App& app, Action& action) {
   c->add_option("--bias-rate", o->bias_rate,
                 "Aux-loss-free routing-bias update per step (sign of the load imbalance times this)")
       ->check(CLI::NonNegativeNumber);
+  c->add_option("--index-loss-weight", o->index_loss_weight,
+                "minimax_m3: loss = CE + W · KL(main attention ‖ indexer), teacher detached (spec §5.6)")
+      ->check(CLI::NonNegativeNumber);
   c->add_option("--seed", o->seed, "Seed of the initialisation and the data order");
   c->add_option("--eval-every", o->eval_every, "Held-out loss every N steps (0 = at the end only)")
       ->check(CLI::NonNegativeNumber);

@@ -27,6 +27,7 @@
 #include "train/graph.h"
 #include "train/kernels.h"
 #include "train/kernels_msa.h"
+#include "train/moe_block.h"
 
 namespace mmx::train {
 
@@ -63,11 +64,7 @@ struct LayerActs {
   Vec<T> att;                      // [n, qd]
   Vec<T> x_mid, h2, r2;            // [n,d] [n,d] [n]
   FfnActs<T> mlp;                  // dense layers: [n, dense_ffn]
-  // MoE
-  Vec<T> logits, probs, w;         // [n,E] [n,E] [n,k]
-  Vec<int32_t> ids, count, slot_row, slot_j, slot_of;
-  Vec<T> xe, ye;                   // [n*k, d]
-  FfnActs<T> ex;                   // [n*k, f]
+  // MoE layers: the routed experts are moe_[il] (train/moe_block.h)
   FfnActs<T> sh;                   // shared expert [n, fs]
   Vec<T> ysh;                      // [n, d] shared expert output (scratch)
 };
@@ -86,9 +83,10 @@ class M3Graph final : public Graph<T> {
         limit_(exact(c.swiglu_limit)),
         rs_(exact(c.routed_scaling_factor)) {
     const int64_t n = max_seqs * seq_len, t = seq_len, d = c.d_model, qd = c.q_dim(), kvd = c.kv_dim();
-    const int64_t E = c.n_experts, k = c.n_experts_active, f = c.ffn_dim, G = c.msa.index_heads,
+    const int64_t E = c.n_experts, f = c.ffn_dim, G = c.msa.index_heads,
                   di = c.msa.index_dim;
     acts_.resize(size_t(c.n_layers));
+    moe_.resize(size_t(c.n_layers));
     int64_t fmax = std::max<int64_t>(c.dense_ffn_dim, c.shared_ffn_dim);
     for (int il = 0; il < c.n_layers; ++il) {
       LayerActs<T>& L = acts_[size_t(il)];
@@ -116,17 +114,10 @@ class M3Graph final : public Graph<T> {
         L.mlp.resize(n, c.dense_ffn_dim);
         continue;
       }
-      L.logits.resize(size_t(n * E));
-      L.probs.resize(size_t(n * E));
-      L.w.resize(size_t(n * k));
-      L.ids.resize(size_t(n * k));
-      L.count.resize(size_t(E + 1));
-      L.slot_row.resize(size_t(n * k));
-      L.slot_j.resize(size_t(n * k));
-      L.slot_of.resize(size_t(n * k));
-      L.xe.resize(size_t(n * k * d));
-      L.ye.resize(size_t(n * k * d));
-      L.ex.resize(n * k, f);
+      const MoeSpec ms{c.n_experts, c.n_experts_active, d, f, c.router, c.use_routing_bias, rs_, c.ffn_act,
+                       alpha_, limit_};
+      moe_[size_t(il)] = std::make_unique<MoeBlock<T>>(ms, n);
+      moe_scratch_.reserve(ms, n);
       if (c.shared_ffn_dim > 0) {
         L.sh.resize(n, c.shared_ffn_dim);
         L.ysh.resize(size_t(n * d));
@@ -145,12 +136,7 @@ class M3Graph final : public Graph<T> {
     dik_.resize(size_t(n * std::max<int64_t>(di, 1)));
     dik_raw_.resize(dik_.size());
     dz_.resize(size_t(std::max<int64_t>(G, 1) * t * t));
-    drl_.resize(size_t(n * std::max<int64_t>(E, 1)));
-    dw_.resize(size_t(n * std::max<int64_t>(k, 1)));
-    dye_.resize(size_t(n * std::max<int64_t>(k, 1) * d));
-    dxe_.resize(dye_.size());
-    const int64_t rows_ffn = std::max<int64_t>(n * std::max<int64_t>(k, 1), n);
-    for (Vec<T>* v : {&da_, &dg_, &du_}) v->resize(size_t(rows_ffn * fmax));
+    for (Vec<T>* v : {&da_, &dg_, &du_}) v->resize(size_t(n * fmax));  // dense MLP / shared expert
     pos_.resize(size_t(n));
     loads_.assign(size_t(c.n_layers), std::vector<int64_t>(size_t(std::max<int64_t>(E, 0)), 0));
   }
@@ -181,7 +167,6 @@ class M3Graph final : public Graph<T> {
 
  private:
   std::string lp(int il) const { return pre_ + "model.layers." + std::to_string(il) + "."; }
-  std::string ep(int il, int e) const { return lp(il) + "block_sparse_moe.experts." + std::to_string(e) + "."; }
 
   // The effective norm gain of a checkpoint gain w: 1 + w (Gemma) or w; refreshed every forward.
   const T* gain(const std::string& name) {
@@ -297,56 +282,16 @@ class M3Graph final : public Graph<T> {
     linear_bwd<T>(du_.data(), x, P_.p(mp + "up_proj.weight"), m, d, f, dx, P_.g(mp + "up_proj.weight"));
   }
 
+  // x += rs · Σ_j w_rj · expert(h2_r) + shared(h2_r)
   void moe_forward(int il, int64_t n) {
     LayerActs<T>& L = acts_[size_t(il)];
     const std::string mp = lp(il) + "block_sparse_moe.";
-    const int E = c_.n_experts, k = c_.n_experts_active;
-    const int64_t d = c_.d_model, f = c_.ffn_dim;
-    linear_fwd<T>(L.h2.data(), P_.p(mp + "gate.weight"), n, d, E, L.logits.data());
-    const T* bias = c_.use_routing_bias ? P_.p(mp + "e_score_correction_bias") : nullptr;
-    router_sigmoid_fwd<T>(L.logits.data(), bias, n, E, k, L.ids.data(), L.w.data(), L.probs.data());
-    std::fill(L.count.begin(), L.count.end(), 0);
-    for (int64_t i = 0; i < n * k; ++i) ++L.count[size_t(L.ids[size_t(i)] + 1)];
-    for (int e = 0; e < E; ++e) {
-      loads_[size_t(il)][size_t(e)] += L.count[size_t(e + 1)];
-      L.count[size_t(e + 1)] += L.count[size_t(e)];
-    }
-    std::vector<int32_t> fill(L.count.begin(), L.count.end() - 1);
-    for (int64_t r = 0; r < n; ++r)
-      for (int j = 0; j < k; ++j) {
-        const int e = L.ids[size_t(r * k + j)];
-        L.slot_row[size_t(fill[size_t(e)])] = int32_t(r);
-        L.slot_j[size_t(fill[size_t(e)])] = j;
-        L.slot_of[size_t(r * k + j)] = fill[size_t(e)];
-        ++fill[size_t(e)];
-      }
-#pragma omp parallel for schedule(static)
-    for (int64_t s = 0; s < n * k; ++s)
-      std::memcpy(L.xe.data() + s * d, L.h2.data() + int64_t(L.slot_row[size_t(s)]) * d, sizeof(T) * size_t(d));
-    for (int e = 0; e < E; ++e) {
-      const int64_t b0 = L.count[size_t(e)], m = L.count[size_t(e + 1)] - b0;
-      if (m == 0) continue;
-      const std::string ex = ep(il, e);
-      linear_fwd<T>(L.xe.data() + b0 * d, P_.p(ex + "w1.weight"), m, d, f, L.ex.g.data() + b0 * f);
-      linear_fwd<T>(L.xe.data() + b0 * d, P_.p(ex + "w3.weight"), m, d, f, L.ex.u.data() + b0 * f);
-      swiglu_oai_fwd<T>(L.ex.g.data() + b0 * f, L.ex.u.data() + b0 * f, m * f, alpha_, limit_,
-                        L.ex.a.data() + b0 * f);
-      linear_fwd<T>(L.ex.a.data() + b0 * f, P_.p(ex + "w2.weight"), m, f, d, L.ye.data() + b0 * d);
-    }
-    if (c_.shared_ffn_dim > 0) ffn_fwd(mp + "shared_experts.", L.h2.data(), n, c_.shared_ffn_dim, L.sh, L.ysh.data());
-    // x_r += rs · Σ_j w_rj · ye_slot(r,j) + shared(h2_r), per row in rank order (deterministic)
-    const T rs = T(rs_);
-    const bool shared = c_.shared_ffn_dim > 0;
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < n; ++r) {
-      T* xr = x_.data() + r * d;
-      for (int j = 0; j < k; ++j) {
-        const T wgt = L.w[size_t(r * k + j)] * rs;
-        const T* y = L.ye.data() + int64_t(L.slot_of[size_t(r * k + j)]) * d;
-        for (int64_t c = 0; c < d; ++c) xr[c] += wgt * y[c];
-      }
-      if (shared)
-        for (int64_t c = 0; c < d; ++c) xr[c] += L.ysh[size_t(r * d + c)];
+    const int64_t d = c_.d_model;
+    moe_[size_t(il)]->forward(P_, mp, L.h2.data(), n, dh_.data(), loads_[size_t(il)].data());
+    add_into(x_.data(), dh_.data(), n * d);
+    if (c_.shared_ffn_dim > 0) {
+      ffn_fwd(mp + "shared_experts.", L.h2.data(), n, c_.shared_ffn_dim, L.sh, L.ysh.data());
+      add_into(x_.data(), L.ysh.data(), n * d);
     }
   }
 
@@ -432,56 +377,13 @@ class M3Graph final : public Graph<T> {
   }
 
   // dx_ = d(x_out) on entry; accumulates d(h2) into dh_.
+  // dx_ = d(x_out) on entry (pre-norm identity path); adds d(h2) into dh_.
   void moe_backward(int il, int64_t n) {
     LayerActs<T>& L = acts_[size_t(il)];
     const std::string mp = lp(il) + "block_sparse_moe.";
-    const int E = c_.n_experts, k = c_.n_experts_active;
-    const int64_t d = c_.d_model, f = c_.ffn_dim;
-    const T rs = T(rs_);
-#pragma omp parallel for schedule(static)
-    for (int64_t s = 0; s < n * k; ++s) {
-      const int64_t r = L.slot_row[size_t(s)], j = L.slot_j[size_t(s)];
-      const T* g = dx_.data() + r * d;
-      const T* y = L.ye.data() + s * d;
-      const T wgt = L.w[size_t(r * k + j)] * rs;
-      T dot = 0;
-      T* dy = dye_.data() + s * d;
-      for (int64_t c = 0; c < d; ++c) {
-        dy[c] = wgt * g[c];
-        dot += g[c] * y[c];
-      }
-      dw_[size_t(r * k + j)] = dot * rs;
-    }
-    std::fill(dxe_.begin(), dxe_.begin() + n * k * d, T(0));
-    for (int e = 0; e < E; ++e) {
-      const int64_t b0 = L.count[size_t(e)], m = L.count[size_t(e + 1)] - b0;
-      if (m == 0) continue;
-      const std::string ex = ep(il, e);
-      std::fill(da_.begin(), da_.begin() + m * f, T(0));
-      std::fill(dg_.begin(), dg_.begin() + m * f, T(0));
-      std::fill(du_.begin(), du_.begin() + m * f, T(0));
-      linear_bwd<T>(dye_.data() + b0 * d, L.ex.a.data() + b0 * f, P_.p(ex + "w2.weight"), m, f, d, da_.data(),
-                    P_.g(ex + "w2.weight"));
-      swiglu_oai_bwd<T>(da_.data(), L.ex.g.data() + b0 * f, L.ex.u.data() + b0 * f, m * f, alpha_,
-                        limit_, dg_.data(), du_.data());
-      linear_bwd<T>(dg_.data(), L.xe.data() + b0 * d, P_.p(ex + "w1.weight"), m, d, f, dxe_.data() + b0 * d,
-                    P_.g(ex + "w1.weight"));
-      linear_bwd<T>(du_.data(), L.xe.data() + b0 * d, P_.p(ex + "w3.weight"), m, d, f, dxe_.data() + b0 * d,
-                    P_.g(ex + "w3.weight"));
-    }
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < n; ++r) {
-      T* dst = dh_.data() + r * d;
-      for (int j = 0; j < k; ++j) {
-        const T* src = dxe_.data() + int64_t(L.slot_of[size_t(r * k + j)]) * d;
-        for (int64_t c = 0; c < d; ++c) dst[c] += src[c];
-      }
-    }
+    moe_[size_t(il)]->backward(P_, mp, L.h2.data(), dx_.data(), n, dh_.data(), moe_scratch_);
     if (c_.shared_ffn_dim > 0)
       ffn_bwd(mp + "shared_experts.", dx_.data(), L.h2.data(), n, c_.shared_ffn_dim, L.sh, dh_.data());
-    std::fill(drl_.begin(), drl_.begin() + n * E, T(0));
-    router_sigmoid_bwd<T>(dw_.data(), L.ids.data(), L.w.data(), L.probs.data(), n, E, k, drl_.data());
-    linear_bwd<T>(drl_.data(), L.h2.data(), P_.p(mp + "gate.weight"), n, d, E, dh_.data(), P_.g(mp + "gate.weight"));
   }
 
   const ModelConfig& c_;
@@ -493,7 +395,9 @@ class M3Graph final : public Graph<T> {
   std::map<std::string, Vec<T>> gains_;               // effective norm gains of the last forward
   Vec<T> x_, hf_, rf_, logits_;
   Vec<T> dx_, dh_, dq_, dk_, dv_, dq_raw_, dk_raw_, datt_, diq_, dik_, diq_raw_, dik_raw_, dz_;
-  Vec<T> drl_, dw_, dye_, dxe_, da_, dg_, du_;
+  Vec<T> da_, dg_, du_;                               // dense MLP / shared expert scratch
+  std::vector<std::unique_ptr<MoeBlock<T>>> moe_;     // [n_layers] routed experts (null: dense layer)
+  MoeScratch<T> moe_scratch_;
   Vec<int32_t> pos_;
   std::vector<std::vector<int64_t>> loads_;
   double kl_ = 0, kl_norm_ = 1;

@@ -20,6 +20,7 @@
 #include "model/layers/attention_lightning.h"
 #include "train/kernels.h"
 #include "train/kernels_lightning.h"
+#include "train/moe_block.h"
 
 namespace mmx::train {
 
@@ -41,12 +42,6 @@ struct LayerActs {
   Vec<T> la;                      // [n_seqs, n_heads, t, t] decayed scores (kernels_lightning.h)
   Vec<T> lo, lr, ln, lg, lag;     // [n,qd] output, [n] inner-norm rstd, [n,qd] normed, gate logits, gated
   Vec<T> x_mid, h2, r2;           // [n,d] [n,d] [n]
-  Vec<T> logits, probs, w;        // [n,E] [n,E] [n,k] router
-  Vec<int32_t> ids;               // [n,k]
-  Vec<int32_t> count;             // [E+1] slot ranges per expert (prefix sums)
-  Vec<int32_t> slot_row, slot_j;  // [n*k] token row and top-k rank of each slot, grouped by expert
-  Vec<int32_t> slot_of;           // [n*k] the slot of (row, rank): the inverse map
-  Vec<T> xe, g, u, a, ye;         // [n*k,d] [n*k,f] x3 [n*k,d]: expert inputs .. unscaled outputs
 };
 
 template <class T>
@@ -55,7 +50,7 @@ class MoeGraph final : public Graph<T> {
   MoeGraph(const ModelConfig& c, ParamSet<T>& P, int64_t max_seqs, int64_t seq_len)
       : c_(c), P_(P), max_seqs_(max_seqs), seq_len_(seq_len) {
     const int64_t n = max_seqs * seq_len, d = c.d_model, qd = c.q_dim(), kvd = c.kv_dim();
-    const int64_t E = c.n_experts, k = c.n_experts_active, f = c.ffn_dim;
+    const int64_t E = c.n_experts, f = c.ffn_dim;
     acts_.resize(size_t(c.n_layers));
     for (int il = 0; il < c.n_layers; ++il) {
       LayerActs<T>& L = acts_[size_t(il)];
@@ -75,18 +70,11 @@ class MoeGraph final : public Graph<T> {
         L.p.resize(size_t(max_seqs * c.n_heads * seq_len * seq_len));
         slopes_.emplace_back();
       }
-      L.logits.resize(size_t(n * E));
-      L.probs.resize(size_t(n * E));
-      L.w.resize(size_t(n * k));
-      L.ids.resize(size_t(n * k));
-      L.count.resize(size_t(E + 1));
-      L.slot_row.resize(size_t(n * k));
-      L.slot_j.resize(size_t(n * k));
-      L.slot_of.resize(size_t(n * k));
-      L.xe.resize(size_t(n * k * d));
-      L.ye.resize(size_t(n * k * d));
-      for (Vec<T>* v : {&L.g, &L.u, &L.a}) v->resize(size_t(n * k * f));
     }
+    const MoeSpec ms{c.n_experts, c.n_experts_active, d, f, c.router, c.use_routing_bias,
+                     double(c.routed_scaling_factor), c.ffn_act, c.swiglu_alpha, c.swiglu_limit};
+    for (int il = 0; il < c.n_layers; ++il) moe_.emplace_back(ms, n);
+    moe_scratch_.reserve(ms, n);
     x_.resize(size_t(n * d));
     hf_.resize(size_t(n * d));
     rf_.resize(size_t(n));
@@ -101,11 +89,6 @@ class MoeGraph final : public Graph<T> {
     datt_.resize(size_t(n * qd));
     for (Vec<T>* v : {&dg2_, &dl3_, &dl4_}) v->resize(size_t(n * qd));
     dbr_.resize(size_t(n * d));
-    drl_.resize(size_t(n * E));
-    dw_.resize(size_t(n * k));
-    dye_.resize(size_t(n * k * d));
-    dxe_.resize(size_t(n * k * d));
-    for (Vec<T>* v : {&da_, &dg_, &du_}) v->resize(size_t(n * k * f));
     pos_.resize(size_t(n));
     loads_.assign(size_t(c.n_layers), std::vector<int64_t>(size_t(E), 0));
   }
@@ -145,16 +128,13 @@ class MoeGraph final : public Graph<T> {
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; ++i) x_[size_t(i)] = a * base[i] + b * branch[i];
   }
-  std::string ep(int il, int e) const { return lp(il) + "block_sparse_moe.experts." + std::to_string(e) + "."; }
 
   // Fills logits_ [n, V] and every saved activation.
   void run_forward(const TrainBatch& b) {
     check_batch(c_, b, max_seqs_, seq_len_);
-    const int64_t S = b.n_seqs, t = b.seq_len, n = S * t, d = c_.d_model, qd = c_.q_dim(), kvd = c_.kv_dim();
-    const int H = c_.n_heads, KH = c_.n_kv_heads, hd = c_.head_dim;
+    const int64_t t = b.seq_len, n = b.n_seqs * t, d = c_.d_model;
     for (int64_t i = 0; i < n; ++i) pos_[size_t(i)] = b.positions ? b.positions[i] : int32_t(i % t);
     embedding_fwd<T>(P_.p("model.embed_tokens.weight"), b.tokens, n, d, x_.data());
-    const double scale = 1.0 / std::sqrt(double(hd));
     for (int il = 0; il < c_.n_layers; ++il) {
       LayerActs<T>& L = acts_[size_t(il)];
       const std::string p = lp(il);
@@ -166,7 +146,7 @@ class MoeGraph final : public Graph<T> {
       std::memcpy(L.x_mid.data(), x_.data(), sizeof(T) * size_t(n * d));
       rms_norm_fwd<T>(x_.data(), P_.p(p + "post_attention_layernorm.weight"), n, d, c_.norm_eps, L.h2.data(),
                       L.r2.data());
-      moe_forward(il, n, dh_.data());
+      moe_[size_t(il)].forward(P_, lp(il) + "block_sparse_moe.", L.h2.data(), n, dh_.data(), loads_[size_t(il)].data());
       residual(L.h2, dh_.data(), c_.res_mlp, n * d);
     }
     rms_norm_fwd<T>(x_.data(), P_.p("model.norm.weight"), n, d, c_.norm_eps, hf_.data(), rf_.data());
@@ -217,61 +197,6 @@ class MoeGraph final : public Graph<T> {
     linear_fwd<T>(L.lag.data(), P_.p(p + "out_proj.weight"), n, qd, d, out);
   }
 
-  // MoE of layer il over h2: writes the branch output out [n, d].
-  void moe_forward(int il, int64_t n, T* out) {
-    LayerActs<T>& L = acts_[size_t(il)];
-    const std::string mp = lp(il) + "block_sparse_moe.";
-    const int E = c_.n_experts, k = c_.n_experts_active;
-    const int64_t d = c_.d_model, f = c_.ffn_dim;
-    linear_fwd<T>(L.h2.data(), P_.p(mp + "gate.weight"), n, d, E, L.logits.data());
-    if (c_.router == RouterKind::kSoftmax) {
-      router_softmax_fwd<T>(L.logits.data(), n, E, k, L.ids.data(), L.w.data(), L.probs.data());
-    } else {
-      const T* bias = c_.use_routing_bias ? P_.p(mp + "e_score_correction_bias") : nullptr;
-      router_sigmoid_fwd<T>(L.logits.data(), bias, n, E, k, L.ids.data(), L.w.data(), L.probs.data());
-    }
-    // Slots grouped by expert (ascending id, then token order), as model/layers/moe.cpp.
-    std::fill(L.count.begin(), L.count.end(), 0);
-    for (int64_t i = 0; i < n * k; ++i) ++L.count[size_t(L.ids[size_t(i)] + 1)];
-    for (int e = 0; e < E; ++e) {
-      loads_[size_t(il)][size_t(e)] += L.count[size_t(e + 1)];
-      L.count[size_t(e + 1)] += L.count[size_t(e)];
-    }
-    std::vector<int32_t> fill(L.count.begin(), L.count.end() - 1);
-    for (int64_t r = 0; r < n; ++r)
-      for (int j = 0; j < k; ++j) {
-        const int e = L.ids[size_t(r * k + j)];
-        L.slot_row[size_t(fill[size_t(e)])] = int32_t(r);
-        L.slot_j[size_t(fill[size_t(e)])] = j;
-        L.slot_of[size_t(r * k + j)] = fill[size_t(e)];
-        ++fill[size_t(e)];
-      }
-#pragma omp parallel for schedule(static)
-    for (int64_t s = 0; s < n * k; ++s)
-      std::memcpy(L.xe.data() + s * d, L.h2.data() + int64_t(L.slot_row[size_t(s)]) * d, sizeof(T) * size_t(d));
-    for (int e = 0; e < E; ++e) {
-      const int64_t b0 = L.count[size_t(e)], m = L.count[size_t(e + 1)] - b0;
-      if (m == 0) continue;
-      const std::string ex = ep(il, e);
-      linear_fwd<T>(L.xe.data() + b0 * d, P_.p(ex + "w1.weight"), m, d, f, L.g.data() + b0 * f);
-      linear_fwd<T>(L.xe.data() + b0 * d, P_.p(ex + "w3.weight"), m, d, f, L.u.data() + b0 * f);
-      glu_silu_fwd<T>(L.g.data() + b0 * f, L.u.data() + b0 * f, m * f, L.a.data() + b0 * f);
-      linear_fwd<T>(L.a.data() + b0 * f, P_.p(ex + "w2.weight"), m, f, d, L.ye.data() + b0 * d);
-    }
-    // out_r = Σ_j w_rj · rs · ye_slot(r,j), per row in rank order (parallel over rows, deterministic)
-    const T rs = T(c_.routed_scaling_factor);
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < n; ++r) {
-      T* xr = out + r * d;
-      std::fill(xr, xr + d, T(0));
-      for (int j = 0; j < k; ++j) {
-        const T wgt = L.w[size_t(r * k + j)] * rs;
-        const T* y = L.ye.data() + int64_t(L.slot_of[size_t(r * k + j)]) * d;
-        for (int64_t c = 0; c < d; ++c) xr[c] += wgt * y[c];
-      }
-    }
-  }
-
   // logits_ holds dΣCE/dlogits · grad_scale on entry.
   void run_backward(const TrainBatch& b) {
     const int64_t n = b.n_seqs * b.seq_len, d = c_.d_model;
@@ -286,7 +211,7 @@ class MoeGraph final : public Graph<T> {
       const std::string p = lp(il);
       // ---- MoE: x_out = α·(postnorm ? h2 : x_mid) + β·moe(h2), h2 = RMSNorm(x_mid) ----
       residual_backward(c_.res_mlp, n * d);
-      moe_backward(il, n);
+      moe_[size_t(il)].backward(P_, p + "block_sparse_moe.", L.h2.data(), dbr_.data(), n, dh_.data(), moe_scratch_);
       rms_norm_bwd<T>(dh_.data(), L.x_mid.data(), P_.p(p + "post_attention_layernorm.weight"), L.r2.data(), n, d,
                       dx_.data(), P_.g(p + "post_attention_layernorm.weight"));
       // ---- attention: x_mid = α·(postnorm ? h1 : x_in) + β·attn(h1), h1 = RMSNorm(x_in) ----
@@ -375,67 +300,14 @@ class MoeGraph final : public Graph<T> {
                   P_.g(p + "qkv_proj.weight"));
   }
 
-  // dbr_ = d(moe out) on entry; accumulates d(h2) into dh_.
-  void moe_backward(int il, int64_t n) {
-    LayerActs<T>& L = acts_[size_t(il)];
-    const std::string mp = lp(il) + "block_sparse_moe.";
-    const int E = c_.n_experts, k = c_.n_experts_active;
-    const int64_t d = c_.d_model, f = c_.ffn_dim;
-    const T rs = T(c_.routed_scaling_factor);
-    // out_r = Σ_j w_rj · rs · ye_slot:  dye_slot = w·rs·dx_r;  dw_rj = rs · <dx_r, ye_slot>
-#pragma omp parallel for schedule(static)
-    for (int64_t s = 0; s < n * k; ++s) {
-      const int64_t r = L.slot_row[size_t(s)], j = L.slot_j[size_t(s)];
-      const T* g = dbr_.data() + r * d;
-      const T* y = L.ye.data() + s * d;
-      const T wgt = L.w[size_t(r * k + j)] * rs;
-      T dot = 0;
-      T* dy = dye_.data() + s * d;
-      for (int64_t c = 0; c < d; ++c) {
-        dy[c] = wgt * g[c];
-        dot += g[c] * y[c];
-      }
-      dw_[size_t(r * k + j)] = dot * rs;
-    }
-    std::fill(dxe_.begin(), dxe_.begin() + n * k * d, T(0));
-    for (int e = 0; e < E; ++e) {
-      const int64_t b0 = L.count[size_t(e)], m = L.count[size_t(e + 1)] - b0;
-      if (m == 0) continue;
-      const std::string ex = ep(il, e);
-      std::fill(da_.begin() + b0 * f, da_.begin() + (b0 + m) * f, T(0));
-      std::fill(dg_.begin() + b0 * f, dg_.begin() + (b0 + m) * f, T(0));
-      std::fill(du_.begin() + b0 * f, du_.begin() + (b0 + m) * f, T(0));
-      linear_bwd<T>(dye_.data() + b0 * d, L.a.data() + b0 * f, P_.p(ex + "w2.weight"), m, f, d, da_.data() + b0 * f,
-                    P_.g(ex + "w2.weight"));
-      glu_silu_bwd<T>(da_.data() + b0 * f, L.g.data() + b0 * f, L.u.data() + b0 * f, m * f, dg_.data() + b0 * f,
-                      du_.data() + b0 * f);
-      linear_bwd<T>(dg_.data() + b0 * f, L.xe.data() + b0 * d, P_.p(ex + "w1.weight"), m, d, f,
-                    dxe_.data() + b0 * d, P_.g(ex + "w1.weight"));
-      linear_bwd<T>(du_.data() + b0 * f, L.xe.data() + b0 * d, P_.p(ex + "w3.weight"), m, d, f,
-                    dxe_.data() + b0 * d, P_.g(ex + "w3.weight"));
-    }
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < n; ++r) {  // per row in rank order: deterministic
-      T* dst = dh_.data() + r * d;
-      for (int j = 0; j < k; ++j) {
-        const T* src = dxe_.data() + int64_t(L.slot_of[size_t(r * k + j)]) * d;
-        for (int64_t c = 0; c < d; ++c) dst[c] += src[c];
-      }
-    }
-    std::fill(drl_.begin(), drl_.begin() + n * E, T(0));
-    if (c_.router == RouterKind::kSoftmax)
-      router_softmax_bwd<T>(dw_.data(), L.ids.data(), L.w.data(), L.probs.data(), n, E, k, drl_.data());
-    else
-      router_sigmoid_bwd<T>(dw_.data(), L.ids.data(), L.w.data(), L.probs.data(), n, E, k, drl_.data());
-    linear_bwd<T>(drl_.data(), L.h2.data(), P_.p(mp + "gate.weight"), n, d, E, dh_.data(), P_.g(mp + "gate.weight"));
-  }
-
   const ModelConfig& c_;
   ParamSet<T>& P_;
   int64_t max_seqs_, seq_len_;
   std::vector<LayerActs<T>> acts_;
   Vec<T> x_, hf_, rf_, logits_;                       // residual stream [n,d]; final norm; logits [n,V]
-  Vec<T> dx_, dh_, dbr_, dq_, dk_, dv_, dq_raw_, dk_raw_, datt_, drl_, dw_, dye_, dxe_, da_, dg_, du_;
+  std::vector<MoeBlock<T>> moe_;                      // [n_layers] routed experts + their saved activations
+  MoeScratch<T> moe_scratch_;
+  Vec<T> dx_, dh_, dbr_, dq_, dk_, dv_, dq_raw_, dk_raw_, datt_;
   Vec<T> dg2_, dl3_, dl4_;                            // [n, qd] lightning scratch
   std::vector<std::vector<double>> slopes_;           // [n_layers][n_heads] (empty: softmax layer)
   Vec<int32_t> pos_;                                  // [n]

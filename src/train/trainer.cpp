@@ -52,7 +52,10 @@ json run_json(const TrainOptions& o) {
           {"n_heads", s.n_heads},   {"n_kv_heads", s.n_kv_heads}, {"head_dim", s.head_dim},
           {"rotary_dim", s.rotary_dim}, {"ffn_dim", s.ffn_dim}, {"n_experts", s.n_experts},
           {"n_experts_active", s.n_experts_active}, {"vocab_size", s.vocab_size},
-          {"max_position", s.max_position}, {"data", o.data}, {"val", o.val}, {"seq_len", o.seq_len},
+          {"max_position", s.max_position}, {"full_attn_interval", s.full_attn_interval},
+          {"n_dense_layers", s.n_dense_layers}, {"dense_ffn_dim", s.dense_ffn_dim},
+          {"shared_ffn_dim", s.shared_ffn_dim}, {"index_dim", s.index_dim}, {"msa_block", s.msa_block},
+          {"msa_topk", s.msa_topk}, {"data", o.data}, {"val", o.val}, {"seq_len", o.seq_len},
           {"batch", o.batch}, {"micro_batch", o.micro_batch}, {"lr", o.lr}, {"min_lr_ratio", o.min_lr_ratio},
           {"warmup", o.warmup}, {"weight_decay", o.weight_decay}, {"clip", o.clip}, {"bias_rate", o.bias_rate},
           {"seed", o.seed}, {"eval_windows", o.eval_windows}, {"save_dtype", o.save_dtype},
@@ -73,6 +76,13 @@ void apply_run_json(const json& j, TrainOptions& o) {
   s.n_experts_active = j.at("n_experts_active");
   s.vocab_size = j.at("vocab_size");
   s.max_position = j.at("max_position");
+  s.full_attn_interval = j.value("full_attn_interval", s.full_attn_interval);
+  s.n_dense_layers = j.value("n_dense_layers", s.n_dense_layers);
+  s.dense_ffn_dim = j.value("dense_ffn_dim", s.dense_ffn_dim);
+  s.shared_ffn_dim = j.value("shared_ffn_dim", s.shared_ffn_dim);
+  s.index_dim = j.value("index_dim", s.index_dim);
+  s.msa_block = j.value("msa_block", s.msa_block);
+  s.msa_topk = j.value("msa_topk", s.msa_topk);
   o.data = j.at("data");
   o.val = j.at("val");
   o.seq_len = j.at("seq_len");

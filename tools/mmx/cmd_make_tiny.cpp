@@ -29,10 +29,6 @@ void add_make_tiny(CLI::App& app, Action& action) {
   c->add_flag("--hf-keys", o->hf_keys,
               "minimax_text01/minimax_m1: write the transformers -hf config spelling (layer_types, "
               "*_alpha_factor/*_beta_factor) instead of attn_type_list/layernorm_*_alpha/postnorm");
-  c->add_option("--msa-block", o->msa_block, "minimax_m3: sparse_block_size (default 4)")
-      ->check(CLI::Range(1, 1 << 16));
-  c->add_option("--msa-topk", o->msa_topk, "minimax_m3: sparse_topk_blocks (default 3)")
-      ->check(CLI::Range(1, 1 << 16));
   auto m2_slice = std::make_shared<bool>(false);
   c->add_flag("--m2-slice", *m2_slice,
               "Real MiniMax-M2 widths (hidden 3072, 48/8 heads, 256 experts x 1536, top-8, vocab 200064), "

@@ -65,6 +65,15 @@ void add_shape_options(CLI::App* c, TinyOptions* o, bool with_vocab) {
   c->add_option("--rotary-dim", o->rotary_dim, "rotary_dim (even, <= head_dim)")->check(CLI::Range(0, 1024));
   c->add_option("--ffn", o->ffn_dim, "intermediate_size (per expert)")->check(CLI::Range(1, 1 << 16));
   c->add_option("--max-pos", o->max_position, "max_position_embeddings")->check(CLI::Range(16, 1 << 24));
+  c->add_option("--msa-block", o->msa_block, "minimax_m3: sparse_block_size (default 4)")
+      ->check(CLI::Range(1, 1 << 16));
+  c->add_option("--msa-topk", o->msa_topk, "minimax_m3: sparse_topk_blocks (default 3)")
+      ->check(CLI::Range(1, 1 << 16));
+  c->add_option("--dense-ffn", o->dense_ffn_dim, "minimax_m3: dense_intermediate_size (the dense layers' MLP)")
+      ->check(CLI::Range(1, 1 << 16));
+  c->add_option("--shared-ffn", o->shared_ffn_dim, "minimax_m3: shared expert width (0 = none)")
+      ->check(CLI::Range(0, 1 << 16));
+  c->add_option("--index-dim", o->index_dim, "minimax_m3: sparse_index_dim")->check(CLI::Range(1, 1 << 12));
 }
 
 void apply_family_defaults(CLI::App* c, TinyOptions* o) {
@@ -75,7 +84,9 @@ void apply_family_defaults(CLI::App* c, TinyOptions* o) {
       {"--hidden", &TinyOptions::d_model},      {"--heads", &TinyOptions::n_heads},
       {"--kv-heads", &TinyOptions::n_kv_heads}, {"--head-dim", &TinyOptions::head_dim},
       {"--rotary-dim", &TinyOptions::rotary_dim}, {"--ffn", &TinyOptions::ffn_dim},
-      {"--max-pos", &TinyOptions::max_position}};
+      {"--max-pos", &TinyOptions::max_position}, {"--msa-block", &TinyOptions::msa_block},
+      {"--msa-topk", &TinyOptions::msa_topk},     {"--dense-ffn", &TinyOptions::dense_ffn_dim},
+      {"--shared-ffn", &TinyOptions::shared_ffn_dim}, {"--index-dim", &TinyOptions::index_dim}};
   for (const auto& [flag, field] : shape) {
     bool given = false;
     try {

@@ -21,7 +21,8 @@ void progress_bar(int done, int total);
 std::unique_ptr<Model> load_for_cli(const std::string& dir, const LoadOptions& o);
 
 // The shape flags of make-tiny and train (--layers, --experts, --top-k, --vocab, --hidden, --heads,
-// --kv-heads, --head-dim, --rotary-dim, --ffn, --max-pos).
+// --kv-heads, --head-dim, --rotary-dim, --ffn, --max-pos; M3: --msa-block, --msa-topk, --dense-ffn,
+// --shared-ffn, --index-dim).
 // The family's tiny shape (tiny_defaults(o->arch)) for every shape flag not given on the command
 // line (make-tiny, train).
 void apply_family_defaults(CLI::App* c, TinyOptions* o);

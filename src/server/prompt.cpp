@@ -13,6 +13,11 @@ namespace {
 
 std::string render(const ServedModel& m, const ojson& messages, const ChatRequest& req) {
   try {
+    m.chat_template->check_kwargs(req.template_kwargs);
+  } catch (const mmx::Error& e) {
+    throw ApiError(400, e.what(), "chat_template_kwargs");
+  }
+  try {
     return m.chat_template->render(messages, req.tools, /*add_generation_prompt=*/true, req.template_kwargs);
   } catch (const jinja::TemplateError& e) {
     // raise_exception() in the template is a message for the client; other template failures

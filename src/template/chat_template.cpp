@@ -99,8 +99,23 @@ const jinja::Template& ChatTemplate::pick(const json& tools, const std::string& 
   fail("several chat templates and none named 'default'; choose one by name");
 }
 
+void ChatTemplate::check_kwargs(const json& extra_kwargs) const {
+  if (!extra_kwargs.is_object()) return;
+  static const char* kOwn[] = {"messages", "add_generation_prompt", "tools", "documents"};
+  for (auto it = extra_kwargs.begin(); it != extra_kwargs.end(); ++it) {
+    const std::string& k = it.key();
+    for (const char* own : kOwn)
+      if (k == own) fail("chat_template_kwargs.{} is set by the server itself and cannot be passed as a kwarg", k);
+    if (special_tokens_.contains(k) || k == "bos_token" || k == "eos_token")
+      fail("chat_template_kwargs.{} is the tokenizer's special token and cannot be passed as a kwarg", k);
+    if (jinja::is_builtin_global(k))
+      fail("chat_template_kwargs.{} is a built-in name of the template language and cannot be passed as a kwarg", k);
+  }
+}
+
 ChatTemplate::json ChatTemplate::context(const json& messages, const json& tools, bool add_generation_prompt,
                                          const json& extra_kwargs) const {
+  check_kwargs(extra_kwargs);
   if (!messages.is_array()) fail("chat messages must be a JSON array");
   if (!tools.is_null() && !tools.is_array()) fail("chat tools must be a JSON array");
   if (!extra_kwargs.is_null() && !extra_kwargs.is_object()) fail("chat template kwargs must be a JSON object");

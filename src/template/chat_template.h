@@ -38,6 +38,12 @@ class ChatTemplate {
   // object or null. template_name: "" = automatic choice (see above).
   std::string render(const json& messages, const json& tools = nullptr, bool add_generation_prompt = false,
                      const json& extra_kwargs = nullptr, const std::string& template_name = "") const;
+  // Throws mmx::Error naming the first key of `extra_kwargs` (chat_template_kwargs) that would
+  // replace a variable render() sets itself (messages, tools, add_generation_prompt, documents,
+  // bos_token, eos_token and the other special tokens) or clash with a Jinja global (range,
+  // namespace, raise_exception, ...). HF's apply_chat_template(messages, **kwargs) cannot take
+  // such a kwarg either.
+  void check_kwargs(const json& extra_kwargs) const;
   // The variables render() passes to the template.
   json context(const json& messages, const json& tools, bool add_generation_prompt, const json& extra_kwargs) const;
 

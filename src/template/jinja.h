@@ -54,4 +54,7 @@ class Template {
   std::vector<std::unique_ptr<Node>> program_;
 };
 
+// True for the names a context may not declare (true, none, namespace, range, raise_exception, ...).
+bool is_builtin_global(const std::string& name);
+
 }  // namespace mmx::jinja

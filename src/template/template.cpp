@@ -32,6 +32,15 @@ Template::Template(std::string source) : source_(std::move(source)) {
   }
 }
 
+bool is_builtin_global(const std::string& name) {
+  static const Env globals = [] {
+    Env e;
+    install_globals(e);
+    return e;
+  }();
+  return globals.vars.count(name) > 0;
+}
+
 Template::~Template() = default;
 Template::Template(Template&&) noexcept = default;
 Template& Template::operator=(Template&&) noexcept = default;

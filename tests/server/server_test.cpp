@@ -354,6 +354,20 @@ TEST_F(ServerTest, HostileDeepToolCallArguments) {
   post_json("/v1/chat/completions", {{"messages", msgs}, {"tools", tools_json()}});
 }
 
+// Hardening issue, finding 7: a chat_template_kwargs key that is a template built-in (`range`) was
+// a 500, and `messages` replaced the validated messages ({"messages": [[1]]} -> 200).
+TEST_F(ServerTest, HostileChatTemplateKwargs) {
+  start();
+  for (const char* key : {"range", "namespace", "raise_exception", "messages", "tools", "add_generation_prompt",
+                          "bos_token", "eos_token"}) {
+    auto r = post("/v1/chat/completions", chat_body({{"chat_template_kwargs", {{key, json::array({json::array({1})})}}}}).dump());
+    expect_error(r, 400, key);
+    EXPECT_EQ(json::parse(r->body)["error"]["param"], "chat_template_kwargs") << key;
+    EXPECT_NE(r->body.find(key), std::string::npos) << r->body;
+  }
+  post_json("/v1/chat/completions", chat_body({{"chat_template_kwargs", {{"some_flag", true}}}}));  // ordinary kwarg
+}
+
 TEST_F(ServerTest, AppendThinkFormat) {
   format = chat::OutputFormat::kM2AppendThink;
   start();

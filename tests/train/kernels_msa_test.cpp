@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "train/grad_check.h"
 #include "train/kernels.h"
 #include "train/kernels_msa.h"
 #include "train/ref_msa.h"
@@ -26,18 +27,8 @@
 namespace mmx::train {
 namespace {
 
-using V = std::vector<double>;
 using I = std::vector<int32_t>;
 
-V randn(size_t n, uint64_t seed, double sd = 1.0) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<double> d(0.0, sd);
-  V v(n);
-  for (double& x : v) x = d(rng);
-  return v;
-}
-std::vector<float> to_f(const V& v) { return std::vector<float>(v.begin(), v.end()); }
-V to_d(const std::vector<float>& v) { return V(v.begin(), v.end()); }
 
 // Worst |diff| / max|want| per check kind ("double", "float", "fd"), printed at the end: the
 // measured margins behind the tolerances above.
@@ -51,7 +42,8 @@ std::string kind_of(const std::string& what) {
   return "double kernel vs ref";
 }
 
-void expect_close(const V& got, const V& want, double rtol, double atol, const std::string& what) {
+// expect_close of grad_check.h that also records the margin per kind (printed at the end).
+void check_close(const V& got, const V& want, double rtol, double atol, const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   double mx = 0, worst = 0;
   size_t at = 0;
@@ -67,24 +59,6 @@ void expect_close(const V& got, const V& want, double rtol, double atol, const s
                                      << ", want " << want[at] << "), max|want| " << mx;
 }
 
-V fd_grad(const std::function<double(const V&)>& L, V x, double h = 1e-5) {
-  V g(x.size());
-  for (size_t i = 0; i < x.size(); ++i) {
-    const double x0 = x[i];
-    x[i] = x0 + h;
-    const double lp = L(x);
-    x[i] = x0 - h;
-    const double lm = L(x);
-    x[i] = x0;
-    g[i] = (lp - lm) / (2 * h);
-  }
-  return g;
-}
-double dot(const V& a, const V& b) {
-  double s = 0;
-  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
-  return s;
-}
 
 constexpr double kD = 1e-12, kFr = 2e-5, kFa = 1e-6, kFd = 1e-6;
 
@@ -131,27 +105,27 @@ TEST(TrainKernelsMsa, RmsNormHeads) {
     V y(x.size()), r(size_t(n * h)), yd = y, rd = r;
     ref::rms_norm_heads_fwd(x.data(), w.data(), n, h, d, 1e-6, y.data(), r.data());
     rms_norm_heads_fwd<double>(x.data(), w.data(), n, h, d, 1e-6, yd.data(), rd.data());
-    expect_close(yd, y, kD, 0, "fwd double");
+    check_close(yd, y, kD, 0, "fwd double");
     std::vector<float> yf(y.size()), rf(r.size());
     rms_norm_heads_fwd<float>(to_f(x).data(), to_f(w).data(), n, h, d, 1e-6, yf.data(), rf.data());
-    expect_close(to_d(yf), y, kFr, kFa, "fwd float");
+    check_close(to_d(yf), y, kFr, kFa, "fwd float");
     V dx(x.size(), 0), dw(w.size(), 0), dxd = dx, dwd = dw;
     ref::rms_norm_heads_bwd(dy.data(), x.data(), w.data(), r.data(), n, h, d, dx.data(), dw.data());
     rms_norm_heads_bwd<double>(dy.data(), x.data(), w.data(), r.data(), n, h, d, dxd.data(), dwd.data());
-    expect_close(dxd, dx, kD, 0, "dx double");
-    expect_close(dwd, dw, kD, 0, "dw double");
+    check_close(dxd, dx, kD, 0, "dx double");
+    check_close(dwd, dw, kD, 0, "dw double");
     std::vector<float> dxf(x.size(), 0), dwf(w.size(), 0);
     rms_norm_heads_bwd<float>(to_f(dy).data(), to_f(x).data(), to_f(w).data(), rf.data(), n, h, d, dxf.data(),
                               dwf.data());
-    expect_close(to_d(dxf), dx, kFr, kFa, "dx float");
-    expect_close(to_d(dwf), dw, kFr, kFa, "dw float");
+    check_close(to_d(dxf), dx, kFr, kFa, "dx float");
+    check_close(to_d(dwf), dw, kFr, kFa, "dw float");
     auto L = [&](const V& xx, const V& ww) {
       V yy(x.size()), rr(r.size());
       ref::rms_norm_heads_fwd(xx.data(), ww.data(), n, h, d, 1e-6, yy.data(), rr.data());
       return dot(yy, dy);
     };
-    expect_close(dx, fd_grad([&](const V& v) { return L(v, w); }, x), kFd, 1e-9, "dx vs fd");
-    expect_close(dw, fd_grad([&](const V& v) { return L(x, v); }, w), kFd, 1e-9, "dw vs fd");
+    check_close(dx, fd_grad([&](const V& v) { return L(v, w); }, x), kFd, 1e-9, "dx vs fd");
+    check_close(dw, fd_grad([&](const V& v) { return L(x, v); }, w), kFd, 1e-9, "dw vs fd");
   }
 }
 
@@ -186,26 +160,26 @@ TEST(TrainKernelsMsa, SwigluOai) {
     V a(N), ad(N);
     ref::swiglu_oai_fwd(g.data(), u.data(), n, alpha, limit, a.data());
     swiglu_oai_fwd<double>(g.data(), u.data(), n, alpha, limit, ad.data());
-    expect_close(ad, a, kD, 0, "fwd double");
+    check_close(ad, a, kD, 0, "fwd double");
     std::vector<float> af(N);
     swiglu_oai_fwd<float>(to_f(g).data(), to_f(u).data(), n, alpha, limit, af.data());
-    expect_close(to_d(af), a, kFr, kFa, "fwd float");
+    check_close(to_d(af), a, kFr, kFa, "fwd float");
     V dg(N, 0), du = dg, dgd = dg, dud = dg;
     ref::swiglu_oai_bwd(da.data(), g.data(), u.data(), n, alpha, limit, dg.data(), du.data());
     swiglu_oai_bwd<double>(da.data(), g.data(), u.data(), n, alpha, limit, dgd.data(), dud.data());
-    expect_close(dgd, dg, kD, 0, "dg double");
-    expect_close(dud, du, kD, 0, "du double");
+    check_close(dgd, dg, kD, 0, "dg double");
+    check_close(dud, du, kD, 0, "du double");
     std::vector<float> dgf(N, 0), duf(N, 0);
     swiglu_oai_bwd<float>(to_f(da).data(), to_f(g).data(), to_f(u).data(), n, alpha, limit, dgf.data(), duf.data());
-    expect_close(to_d(dgf), dg, kFr, kFa, "dg float");
-    expect_close(to_d(duf), du, kFr, kFa, "du float");
+    check_close(to_d(dgf), dg, kFr, kFa, "dg float");
+    check_close(to_d(duf), du, kFr, kFa, "du float");
     auto L = [&](const V& gg, const V& uu) {
       V aa(N);
       ref::swiglu_oai_fwd(gg.data(), uu.data(), n, alpha, limit, aa.data());
       return dot(aa, da);
     };
-    expect_close(dg, fd_grad([&](const V& v) { return L(v, u); }, g), kFd, 1e-9, "dg vs fd");
-    expect_close(du, fd_grad([&](const V& v) { return L(g, v); }, u), kFd, 1e-9, "du vs fd");
+    check_close(dg, fd_grad([&](const V& v) { return L(v, u); }, g), kFd, 1e-9, "dg vs fd");
+    check_close(du, fd_grad([&](const V& v) { return L(g, v); }, u), kFd, 1e-9, "du vs fd");
   }
 }
 
@@ -236,8 +210,8 @@ TEST(TrainKernelsMsa, SwigluOaiClampConvention) {
     EXPECT_EQ(duf[5], 0.f);
     V dgd(6, 0), dud(6, 0);
     swiglu_oai_bwd<double>(da.data(), g.data(), u.data(), 6, 1.702, L, dgd.data(), dud.data());
-    expect_close(dgd, dg, kD, 0, "dg double");
-    expect_close(dud, du, kD, 0, "du double");
+    check_close(dgd, dg, kD, 0, "dg double");
+    check_close(dud, du, kD, 0, "du double");
   }
 }
 
@@ -252,27 +226,27 @@ TEST(TrainKernelsMsa, IndexScores) {
     V z(dz.size()), zd(dz.size());
     ref::msa_index_scores(iq.data(), ik.data(), t, c.G, c.di, z.data());
     msa_index_scores<double>(iq.data(), ik.data(), t, c.G, c.di, zd.data());
-    expect_close(zd, z, kD, 0, "fwd double");
+    check_close(zd, z, kD, 0, "fwd double");
     std::vector<float> zf(z.size());
     msa_index_scores<float>(to_f(iq).data(), to_f(ik).data(), t, c.G, c.di, zf.data());
-    expect_close(to_d(zf), z, kFr, kFa, "fwd float");
+    check_close(to_d(zf), z, kFr, kFa, "fwd float");
     V diq(iq.size(), 0), dik(ik.size(), 0), diqd = diq, dikd = dik;
     ref::msa_index_scores_bwd(dz.data(), iq.data(), ik.data(), t, c.G, c.di, diq.data(), dik.data());
     msa_index_scores_bwd<double>(dz.data(), iq.data(), ik.data(), t, c.G, c.di, diqd.data(), dikd.data());
-    expect_close(diqd, diq, kD, 0, "diq double");
-    expect_close(dikd, dik, kD, 0, "dik double");
+    check_close(diqd, diq, kD, 0, "diq double");
+    check_close(dikd, dik, kD, 0, "dik double");
     std::vector<float> diqf(iq.size(), 0), dikf(ik.size(), 0);
     msa_index_scores_bwd<float>(to_f(dz).data(), to_f(iq).data(), to_f(ik).data(), t, c.G, c.di, diqf.data(),
                                 dikf.data());
-    expect_close(to_d(diqf), diq, kFr, kFa, "diq float");
-    expect_close(to_d(dikf), dik, kFr, kFa, "dik float");
+    check_close(to_d(diqf), diq, kFr, kFa, "diq float");
+    check_close(to_d(dikf), dik, kFr, kFa, "dik float");
     auto L = [&](const V& a, const V& b) {
       V zz(z.size());
       ref::msa_index_scores(a.data(), b.data(), t, c.G, c.di, zz.data());
       return dot(zz, dz);
     };
-    expect_close(diq, fd_grad([&](const V& v) { return L(v, ik); }, iq), kFd, 1e-9, "diq vs fd");
-    expect_close(dik, fd_grad([&](const V& v) { return L(iq, v); }, ik), kFd, 1e-9, "dik vs fd");
+    check_close(diq, fd_grad([&](const V& v) { return L(v, ik); }, iq), kFd, 1e-9, "diq vs fd");
+    check_close(dik, fd_grad([&](const V& v) { return L(iq, v); }, ik), kFd, 1e-9, "dik vs fd");
   }
 }
 
@@ -354,12 +328,12 @@ TEST(TrainKernelsMsa, BlockSparseAttention) {
                            p.data());
     msa_attention_fwd<double>(q.data(), k.data(), v.data(), vis, sel.data(), t, c.H, c.G, c.hd, c.B, c.K, scale,
                               od.data(), pd.data());
-    expect_close(od, o, kD, 0, "fwd double");
-    expect_close(pd, p, kD, 0, "p double");
+    check_close(od, o, kD, 0, "fwd double");
+    check_close(pd, p, kD, 0, "p double");
     std::vector<float> of(q.size()), pf(p.size());
     msa_attention_fwd<float>(to_f(q).data(), to_f(k).data(), to_f(v).data(), vis, sel.data(), t, c.H, c.G, c.hd, c.B,
                              c.K, scale, of.data(), pf.data());
-    expect_close(to_d(of), o, kFr, kFa, "fwd float");
+    check_close(to_d(of), o, kFr, kFa, "fwd float");
     // p is exactly 0 outside the selection.
     for (int h = 0; h < c.H; ++h)
       for (int64_t i = 0; i < t; ++i)
@@ -376,29 +350,29 @@ TEST(TrainKernelsMsa, BlockSparseAttention) {
                            dk.data(), dv.data());
     msa_attention_bwd<double>(dout.data(), q.data(), k.data(), v.data(), p.data(), t, c.H, c.G, c.hd, scale,
                               dqd.data(), dkd.data(), dvd.data());
-    expect_close(dqd, dq, kD, 0, "dq double");
-    expect_close(dkd, dk, kD, 0, "dk double");
-    expect_close(dvd, dv, kD, 0, "dv double");
+    check_close(dqd, dq, kD, 0, "dq double");
+    check_close(dkd, dk, kD, 0, "dk double");
+    check_close(dvd, dv, kD, 0, "dv double");
     std::vector<float> dqf(q.size(), 0), dkf(k.size(), 0), dvf(v.size(), 0);
     msa_attention_bwd<float>(to_f(dout).data(), to_f(q).data(), to_f(k).data(), to_f(v).data(), pf.data(), t, c.H,
                              c.G, c.hd, scale, dqf.data(), dkf.data(), dvf.data());
-    expect_close(to_d(dqf), dq, kFr, kFa, "dq float");
-    expect_close(to_d(dkf), dk, kFr, kFa, "dk float");
-    expect_close(to_d(dvf), dv, kFr, kFa, "dv float");
+    check_close(to_d(dqf), dq, kFr, kFa, "dq float");
+    check_close(to_d(dkf), dk, kFr, kFa, "dk float");
+    check_close(to_d(dvf), dv, kFr, kFa, "dv float");
     auto L = [&](const V& qq, const V& kk, const V& vv) {
       V oo(q.size()), pp(p.size());
       ref::msa_attention_fwd(qq.data(), kk.data(), vv.data(), vis, sel.data(), t, c.H, c.G, c.hd, c.B, c.K, scale,
                              oo.data(), pp.data());
       return dot(oo, dout);
     };
-    expect_close(dq, fd_grad([&](const V& x) { return L(x, k, v); }, q), kFd, 1e-9, "dq vs fd");
-    expect_close(dk, fd_grad([&](const V& x) { return L(q, x, v); }, k), kFd, 1e-9, "dk vs fd");
-    expect_close(dv, fd_grad([&](const V& x) { return L(q, k, x); }, v), kFd, 1e-9, "dv vs fd");
+    check_close(dq, fd_grad([&](const V& x) { return L(x, k, v); }, q), kFd, 1e-9, "dq vs fd");
+    check_close(dk, fd_grad([&](const V& x) { return L(q, x, v); }, k), kFd, 1e-9, "dk vs fd");
+    check_close(dv, fd_grad([&](const V& x) { return L(q, k, x); }, v), kFd, 1e-9, "dv vs fd");
     // With every block selected it is the dense masked attention of kernels.h.
     if (std::string(c.name).find("dense") != std::string::npos) {
       V o2(q.size()), p2(p.size());
       attention_fwd<double>(q.data(), k.data(), v.data(), vis, t, c.H, c.G, c.hd, scale, o2.data(), p2.data());
-      expect_close(o2, o, kD, 0, "dense == attention_fwd");
+      check_close(o2, o, kD, 0, "dense == attention_fwd");
     }
   }
 }
@@ -428,12 +402,12 @@ TEST(TrainKernelsMsa, IndexKl) {
                                             zs, gs, dzd.data());
     EXPECT_GT(kl, 0.0);
     EXPECT_NEAR(kld, kl, 1e-12 * std::fabs(kl));
-    expect_close(dzd, dz, kD, 0, "dz double");
+    check_close(dzd, dz, kD, 0, "dz double");
     std::vector<float> dzf(z.size(), 0);
     const double klf = msa_index_kl<float>(to_f(z).data(), to_f(p).data(), vis, sel.data(), rows.data(), t, c.H, c.G,
                                            c.B, c.K, zs, gs, dzf.data());
     EXPECT_NEAR(klf, kl, 2e-5 * std::fabs(kl) + 1e-6);
-    expect_close(to_d(dzf), dz, kFr, kFa, "dz float");
+    check_close(to_d(dzf), dz, kFr, kFa, "dz float");
     for (int g = 0; g < c.G; ++g)
       for (int64_t j = 0; j < t; ++j) {
         EXPECT_EQ(dz[size_t((g * t + t - 1) * t + j)], 0.0) << "padded row";
@@ -443,7 +417,7 @@ TEST(TrainKernelsMsa, IndexKl) {
       return gs * ref::msa_index_kl(zz.data(), p.data(), vis, sel.data(), rows.data(), t, c.H, c.G, c.B, c.K, zs, 0,
                                     nullptr);
     };
-    expect_close(dz, fd_grad(L, z), kFd, 1e-9, "dz vs fd");
+    check_close(dz, fd_grad(L, z), kFd, 1e-9, "dz vs fd");
     // A student equal to the teacher has KL 0 (one head per group, zscale 1, z = log p).
     if (c.H == c.G) {
       V zt(z.size(), -1e3);

@@ -39,7 +39,8 @@ struct LayerActs {
   Vec<T> att;                     // [n, qd] attention heads output
   // lightning layers (Text-01) instead of q..att:
   Vec<T> qkv_raw, qkv;            // [n, 3qd] the fused projection before / after SiLU
-  Vec<T> la;                      // [n_seqs, n_heads, t, t] decayed scores (kernels_lightning.h)
+  Vec<T> la;                      // [n_seqs, n_heads, t, t] decayed scores (one-block form; masked batches)
+  Vec<T> ls;                      // [n_seqs, n_heads, n_blocks, hd, hd] block states (blockwise form)
   Vec<T> lo, lr, ln, lg, lag;     // [n,qd] output, [n] inner-norm rstd, [n,qd] normed, gate logits, gated
   Vec<T> x_mid, h2, r2;           // [n,d] [n,d] [n]
 };
@@ -60,7 +61,8 @@ class MoeGraph final : public Graph<T> {
         for (Vec<T>* v : {&L.qkv_raw, &L.qkv}) v->resize(size_t(n * 3 * qd));
         for (Vec<T>* v : {&L.lo, &L.ln, &L.lg, &L.lag}) v->resize(size_t(n * qd));
         L.lr.resize(size_t(n));
-        L.la.resize(size_t(max_seqs * c.n_heads * seq_len * seq_len));
+        // la is sized by the first masked batch: causal batches never need the [t, t] scores.
+        L.ls.resize(size_t(max_seqs * c.n_heads * lightning_n_blocks(seq_len, lblock_) * c.head_dim * c.head_dim));
         slopes_.emplace_back();
         for (int h = 0; h < c.n_heads; ++h) slopes_.back().push_back(layers::lightning_slope(c.n_heads, h, il, c.n_layers));
       } else {
@@ -134,6 +136,10 @@ class MoeGraph final : public Graph<T> {
     check_batch(c_, b, max_seqs_, seq_len_);
     const int64_t t = b.seq_len, n = b.n_seqs * t, d = c_.d_model;
     for (int64_t i = 0; i < n; ++i) pos_[size_t(i)] = b.positions ? b.positions[i] : int32_t(i % t);
+    // Lightning blockwise through the state (O(t)) unless a mask or jumping positions need the
+    // one-block form; the backward uses what the forward chose.
+    blockwise_ = b.visibility == nullptr;
+    for (int64_t i = 0; i < n && blockwise_; ++i) blockwise_ = i % t == 0 || pos_[size_t(i)] == pos_[size_t(i - 1)] + 1;
     embedding_fwd<T>(P_.p("model.embed_tokens.weight"), b.tokens, n, d, x_.data());
     for (int il = 0; il < c_.n_layers; ++il) {
       LayerActs<T>& L = acts_[size_t(il)];
@@ -187,10 +193,19 @@ class MoeGraph final : public Graph<T> {
     const int H = c_.n_heads, hd = c_.head_dim;
     linear_fwd<T>(L.h1.data(), P_.p(p + "qkv_proj.weight"), n, d, 3 * qd, L.qkv_raw.data());
     silu_fwd<T>(L.qkv_raw.data(), n * 3 * qd, L.qkv.data());
-    for (int64_t s = 0; s < S; ++s)
-      lightning_fwd<T>(L.qkv.data() + s * t * 3 * qd, slopes_[size_t(il)].data(), pos_.data() + s * t,
-                       b.visibility ? b.visibility + s * t * t : nullptr, t, H, hd, L.lo.data() + s * t * qd,
-                       L.la.data() + s * H * t * t);
+    const int64_t hs = H * lightning_n_blocks(t, lblock_) * hd * hd;  // one sequence's states
+    if (!blockwise_ && L.la.size() < size_t(max_seqs_ * H * seq_len_ * seq_len_))
+      L.la.resize(size_t(max_seqs_ * H * seq_len_ * seq_len_));
+    for (int64_t s = 0; s < S; ++s) {
+      const T* qkv = L.qkv.data() + s * t * 3 * qd;
+      if (blockwise_)
+        lightning_block_fwd<T>(qkv, slopes_[size_t(il)].data(), t, H, hd, lblock_, L.lo.data() + s * t * qd,
+                               L.ls.data() + s * hs);
+      else
+        lightning_fwd<T>(qkv, slopes_[size_t(il)].data(), pos_.data() + s * t,
+                         b.visibility ? b.visibility + s * t * t : nullptr, t, H, hd, L.lo.data() + s * t * qd,
+                         L.la.data() + s * H * t * t);
+    }
     rms_norm_fwd<T>(L.lo.data(), P_.p(p + "norm.weight"), n, qd, c_.lightning_norm_eps, L.ln.data(), L.lr.data());
     linear_fwd<T>(L.h1.data(), P_.p(p + "output_gate.weight"), n, d, qd, L.lg.data());
     mul_sigmoid_fwd<T>(L.ln.data(), L.lg.data(), n * qd, L.lag.data());
@@ -290,10 +305,17 @@ class MoeGraph final : public Graph<T> {
     linear_bwd<T>(dlg, L.h1.data(), P_.p(p + "output_gate.weight"), n, d, qd, dh_.data(), P_.g(p + "output_gate.weight"));
     rms_norm_bwd<T>(dln, L.lo.data(), P_.p(p + "norm.weight"), L.lr.data(), n, qd, dlo, P_.g(p + "norm.weight"));
     std::fill(dq_.begin(), dq_.begin() + n * 3 * qd, T(0));
-    for (int64_t s = 0; s < S; ++s)
-      lightning_bwd<T>(dlo + s * t * qd, L.qkv.data() + s * t * 3 * qd, slopes_[size_t(il)].data(), pos_.data() + s * t,
-                       b.visibility ? b.visibility + s * t * t : nullptr, L.la.data() + s * H * t * t, t, H, hd,
-                       dq_.data() + s * t * 3 * qd);
+    const int64_t hs = H * lightning_n_blocks(t, lblock_) * hd * hd;
+    for (int64_t s = 0; s < S; ++s) {
+      const T* qkv = L.qkv.data() + s * t * 3 * qd;
+      if (blockwise_)
+        lightning_block_bwd<T>(dlo + s * t * qd, qkv, slopes_[size_t(il)].data(), L.ls.data() + s * hs, t, H, hd,
+                               lblock_, dq_.data() + s * t * 3 * qd);
+      else
+        lightning_bwd<T>(dlo + s * t * qd, qkv, slopes_[size_t(il)].data(), pos_.data() + s * t,
+                         b.visibility ? b.visibility + s * t * t : nullptr, L.la.data() + s * H * t * t, t, H, hd,
+                         dq_.data() + s * t * 3 * qd);
+    }
     std::fill(dq_raw_.begin(), dq_raw_.begin() + n * 3 * qd, T(0));
     silu_bwd<T>(dq_.data(), L.qkv_raw.data(), n * 3 * qd, dq_raw_.data());
     linear_bwd<T>(dq_raw_.data(), L.h1.data(), P_.p(p + "qkv_proj.weight"), n, d, 3 * qd, dh_.data(),
@@ -303,6 +325,8 @@ class MoeGraph final : public Graph<T> {
   const ModelConfig& c_;
   ParamSet<T>& P_;
   int64_t max_seqs_, seq_len_;
+  // Lightning block length: the inference prefill's rule (model/families/registry.cpp), min(block, 64).
+  int lblock_ = std::min(c_.lightning_block, 64);
   std::vector<LayerActs<T>> acts_;
   Vec<T> x_, hf_, rf_, logits_;                       // residual stream [n,d]; final norm; logits [n,V]
   std::vector<MoeBlock<T>> moe_;                      // [n_layers] routed experts + their saved activations
@@ -311,6 +335,7 @@ class MoeGraph final : public Graph<T> {
   Vec<T> dg2_, dl3_, dl4_;                            // [n, qd] lightning scratch
   std::vector<std::vector<double>> slopes_;           // [n_layers][n_heads] (empty: softmax layer)
   Vec<int32_t> pos_;                                  // [n]
+  bool blockwise_ = true;                             // the last forward's lightning form
   std::vector<std::vector<int64_t>> loads_;           // [n_layers][E]
 };
 

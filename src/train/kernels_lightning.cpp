@@ -162,11 +162,110 @@ void router_softmax_bwd(const T* dw, const int32_t* ids, const T* w, const T* p,
   }
 }
 
+// --- Blockwise through the decayed state (kernels_lightning.h) ----------------------------------
+// Per head, λ = e^(−slope), blocks [t0, t0 + n) with local rows r, c; S_b = Σ_{j<t0} λ^(t0−j) k_j v_jᵀ:
+//   O_b = (Q_b K_bᵀ ⊙ D) V_b + diag(λ^r) Q_b S_b,    D_rc = λ^(r−c) (c ≤ r), else 0
+//   S_{b+1} = λ^n S_b + (diag(λ^(n−c)) K_b)ᵀ V_b
+namespace {
+
+template <class T>
+struct BlockScratch {
+  std::vector<T> pw, a, da, qd, kd, tmp;  // λ^0..λ^B; [B, B] ×2; [B, hd] ×3
+  BlockScratch(double slope, int block, int hd)
+      : pw(static_cast<size_t>(block) + 1), a(static_cast<size_t>(block) * block), da(a.size()),
+        qd(static_cast<size_t>(block) * hd), kd(qd.size()), tmp(qd.size()) {
+    for (size_t d = 0; d < pw.size(); ++d) pw[d] = T(std::exp(-slope * double(d)));
+  }
+  // m[r][c] *= D_rc over an [n, n] block.
+  void decay(T* m, int64_t n) const {
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t c = 0; c < n; ++c) m[r * n + c] = c <= r ? m[r * n + c] * pw[size_t(r - c)] : T(0);
+  }
+  // dst[r] = λ^(e(r)) · src[r] over n rows of hd (src row stride ld).
+  template <class F>
+  void scale_rows(const T* src, int64_t ld, int64_t n, int hd, F e, T* dst) const {
+    for (int64_t r = 0; r < n; ++r)
+      for (int k = 0; k < hd; ++k) dst[r * hd + k] = pw[size_t(e(r))] * src[r * ld + k];
+  }
+};
+
+}  // namespace
+
+template <class T>
+void lightning_block_fwd(const T* qkv, const double* slopes, int64_t t, int n_heads, int hd, int block, T* out,
+                         T* states) {
+  const int64_t rs = int64_t(n_heads) * 3 * hd, os = int64_t(n_heads) * hd, nb = lightning_n_blocks(t, block);
+  const int64_t hh = int64_t(hd) * hd;
+#pragma omp parallel for schedule(static)
+  for (int h = 0; h < n_heads; ++h) {
+    BlockScratch<T> w(slopes[h], block, hd);
+    std::vector<T> cur(static_cast<size_t>(hh), T(0));
+    for (int64_t b = 0; b < nb; ++b) {
+      const int64_t t0 = b * block, n = std::min<int64_t>(block, t - t0);
+      const T* q = qkv + t0 * rs + int64_t(h) * 3 * hd;
+      const T *k = q + hd, *v = q + 2 * hd;
+      T* o = out + t0 * os + int64_t(h) * hd;
+      std::copy(cur.begin(), cur.end(), states + (int64_t(h) * nb + b) * hh);
+      blas(false, true, n, n, hd, q, rs, k, rs, T(0), w.a.data(), n);
+      w.decay(w.a.data(), n);
+      blas(false, false, n, hd, n, w.a.data(), n, v, rs, T(0), o, os);
+      w.scale_rows(q, rs, n, hd, [](int64_t r) { return r; }, w.qd.data());
+      blas(false, false, n, hd, hd, w.qd.data(), hd, cur.data(), hd, T(1), o, os);
+      w.scale_rows(k, rs, n, hd, [n](int64_t c) { return n - c; }, w.kd.data());
+      for (T& x : cur) x *= w.pw[size_t(n)];
+      blas(true, false, hd, hd, n, w.kd.data(), hd, v, rs, T(1), cur.data(), hd);
+    }
+  }
+}
+
+template <class T>
+void lightning_block_bwd(const T* dout, const T* qkv, const double* slopes, const T* states, int64_t t, int n_heads,
+                         int hd, int block, T* dqkv) {
+  const int64_t rs = int64_t(n_heads) * 3 * hd, os = int64_t(n_heads) * hd, nb = lightning_n_blocks(t, block);
+  const int64_t hh = int64_t(hd) * hd;
+#pragma omp parallel for schedule(static)
+  for (int h = 0; h < n_heads; ++h) {
+    BlockScratch<T> w(slopes[h], block, hd);
+    std::vector<T> ds(static_cast<size_t>(hh), T(0));  // d loss / d S_{b+1}
+    for (int64_t b = nb - 1; b >= 0; --b) {
+      const int64_t t0 = b * block, n = std::min<int64_t>(block, t - t0);
+      const T* q = qkv + t0 * rs + int64_t(h) * 3 * hd;
+      const T *k = q + hd, *v = q + 2 * hd, *sb = states + (int64_t(h) * nb + b) * hh;
+      const T* dov = dout + t0 * os + int64_t(h) * hd;
+      T* dq = dqkv + t0 * rs + int64_t(h) * 3 * hd;
+      T *dk = dq + hd, *dv = dq + 2 * hd;
+      // Through S_{b+1} = λ^n S_b + Kdᵀ V:  dV += Kd dS;  dK[c] += λ^(n−c) (V dSᵀ)[c]
+      w.scale_rows(k, rs, n, hd, [n](int64_t c) { return n - c; }, w.kd.data());
+      blas(false, false, n, hd, hd, w.kd.data(), hd, ds.data(), hd, T(1), dv, rs);
+      blas(false, true, n, hd, hd, v, rs, ds.data(), hd, T(0), w.tmp.data(), hd);
+      for (int64_t c = 0; c < n; ++c)
+        for (int x = 0; x < hd; ++x) dk[c * rs + x] += w.pw[size_t(n - c)] * w.tmp[size_t(c * hd + x)];
+      // Inter-block O += diag(λ^r) Q S_b:  dQ[r] += λ^r (dO S_bᵀ)[r];  dS_b = λ^n dS + Qdᵀ dO
+      blas(false, true, n, hd, hd, dov, os, sb, hd, T(0), w.tmp.data(), hd);
+      for (int64_t r = 0; r < n; ++r)
+        for (int x = 0; x < hd; ++x) dq[r * rs + x] += w.pw[size_t(r)] * w.tmp[size_t(r * hd + x)];
+      w.scale_rows(q, rs, n, hd, [](int64_t r) { return r; }, w.qd.data());
+      for (T& x : ds) x *= w.pw[size_t(n)];
+      blas(true, false, hd, hd, n, w.qd.data(), hd, dov, os, T(1), ds.data(), hd);
+      // Intra-block: A = QKᵀ ⊙ D, dA = dO Vᵀ ⊙ D;  dQ += dA K;  dK += dAᵀ Q;  dV += Aᵀ dO
+      blas(false, true, n, n, hd, q, rs, k, rs, T(0), w.a.data(), n);
+      w.decay(w.a.data(), n);
+      blas(false, true, n, n, hd, dov, os, v, rs, T(0), w.da.data(), n);
+      w.decay(w.da.data(), n);
+      blas(false, false, n, hd, n, w.da.data(), n, k, rs, T(1), dq, rs);
+      blas(true, false, n, hd, n, w.da.data(), n, q, rs, T(1), dk, rs);
+      blas(true, false, n, hd, n, w.a.data(), n, dov, os, T(1), dv, rs);
+    }
+  }
+}
+
 #define MMX_LIGHTNING_INSTANTIATE(T)                                                                             \
   template void lightning_fwd<T>(const T*, const double*, const int32_t*, const uint8_t*, int64_t, int, int, T*, \
                                  T*);                                                                           \
   template void lightning_bwd<T>(const T*, const T*, const double*, const int32_t*, const uint8_t*, const T*,    \
                                  int64_t, int, int, T*);                                                        \
+  template void lightning_block_fwd<T>(const T*, const double*, int64_t, int, int, int, T*, T*);               \
+  template void lightning_block_bwd<T>(const T*, const T*, const double*, const T*, int64_t, int, int, int, T*); \
   template void silu_fwd<T>(const T*, int64_t, T*);                                                             \
   template void silu_bwd<T>(const T*, const T*, int64_t, T*);                                                   \
   template void mul_sigmoid_fwd<T>(const T*, const T*, int64_t, T*);                                            \

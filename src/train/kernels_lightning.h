@@ -8,8 +8,13 @@
 // which for the causal mask and positions 0..t−1 is exactly the recurrence S ← λS + kᵀ⊗v,
 // o = q·S of the inference path (spec §3.5.4: any block length, the whole sequence included,
 // gives the same math; tests compare with the fp64 recurrence). It costs O(t²·hd) per head like
-// softmax attention, and it takes a visibility mask (tree packing). Not here: the O(t)
-// blockwise-through-the-state backward for sequences much longer than training windows.
+// softmax attention, and it takes a visibility mask (tree packing).
+//
+// lightning_block_fwd/bwd are the same math blockwise through the decayed state (spec §3.5 step 4,
+// the inference prefill's form), for causal sequences at consecutive positions (no mask): O(t·B·hd
+// + t·hd²) per head instead of O(t²·hd), and they keep one [hd, hd] state per block instead of the
+// [t, t] scores. The backward runs the blocks in reverse with dS_b = λ^B dS_{b+1} + (diag(λ^r)Q_b)ᵀ dO_b.
+// The training graph uses them whenever a batch has no visibility mask and default positions.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +31,18 @@ void lightning_fwd(const T* qkv, const double* slopes, const int32_t* pos, const
 template <class T>
 void lightning_bwd(const T* dout, const T* qkv, const double* slopes, const int32_t* pos, const uint8_t* vis,
                    const T* a, int64_t t, int n_heads, int hd, T* dqkv);
+
+// Blocks of a t-token sequence: ceil(t / block).
+inline int64_t lightning_n_blocks(int64_t t, int block) { return (t + block - 1) / block; }
+// qkv, slopes, out as lightning_fwd, causal over positions 0..t−1; block >= 1;
+// states: [n_heads, n_blocks, hd, hd] saved S_b (the state entering block b; S_0 = 0).
+template <class T>
+void lightning_block_fwd(const T* qkv, const double* slopes, int64_t t, int n_heads, int hd, int block, T* out,
+                         T* states);
+// dqkv += d out / d qkv, from the saved states.
+template <class T>
+void lightning_block_bwd(const T* dout, const T* qkv, const double* slopes, const T* states, int64_t t, int n_heads,
+                         int hd, int block, T* dqkv);
 
 // y = x·σ(x); dx += dy·σ(x)(1 + x(1 − σ(x))).  [n]
 template <class T>

@@ -2,11 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -22,6 +24,7 @@
 #include "train/graph.h"
 #include "train/kernels.h"
 #include "train/params.h"
+#include "train/retrieval_task.h"
 
 namespace mmx::train {
 
@@ -59,7 +62,7 @@ json run_json(const TrainOptions& o) {
           {"batch", o.batch}, {"micro_batch", o.micro_batch}, {"lr", o.lr}, {"min_lr_ratio", o.min_lr_ratio},
           {"warmup", o.warmup}, {"weight_decay", o.weight_decay}, {"clip", o.clip}, {"bias_rate", o.bias_rate},
           {"seed", o.seed}, {"eval_windows", o.eval_windows}, {"save_dtype", o.save_dtype},
-          {"index_loss_weight", o.index_loss_weight}};
+          {"index_loss_weight", o.index_loss_weight}, {"task", o.task}, {"task_pairs", o.task_pairs}};
 }
 
 void apply_run_json(const json& j, TrainOptions& o) {
@@ -98,6 +101,8 @@ void apply_run_json(const json& j, TrainOptions& o) {
   o.eval_windows = j.at("eval_windows");
   o.save_dtype = j.at("save_dtype");
   o.index_loss_weight = j.value("index_loss_weight", 0.0);
+  o.task = j.value("task", "");
+  o.task_pairs = j.value("task_pairs", int64_t(16));
 }
 
 // The tokenizer of a new run: copied from --tokenizer (with its tokenizer_config.json when it has
@@ -120,11 +125,10 @@ void make_tokenizer(const TrainOptions& o, const std::string& text, const fs::pa
   write_file(out / "tokenizer_config.json", t.tokenizer_config_json);
 }
 
-void write_config(const TrainOptions& o, const tok::Tokenizer& tk, const fs::path& out) {
+// bos/eos: the tokenizer's ]~!b[ and [e~[ ids.
+void write_config(const TrainOptions& o, int64_t bos, int64_t eos, const fs::path& out) {
   TinyOptions s = o.shape;
   s.dtype = o.save_dtype;
-  const int64_t bos = tk.token_to_id("]~!b["), eos = tk.token_to_id("[e~[");
-  if (eos < 0) fail("the tokenizer has no end-of-text token [e~[ (a MiniMax-M2 tokenizer is needed)");
   write_file(out / "config.json", tiny_config_json(s, bos, eos));
   const json gen = {{"bos_token_id", bos}, {"eos_token_id", eos}, {"temperature", 1.0}, {"top_p", 0.95},
                     {"top_k", 40}};
@@ -210,26 +214,53 @@ TrainResult train_run(const TrainOptions& opt_in) {
   std::error_code ec;
   fs::create_directories(out, ec);
   if (ec) fail("cannot create {}: {}", o.out, ec.message());
-  const std::string text = read_file(o.data, "training data");
+  const bool synthetic = o.task == "retrieval";
+  if (!synthetic && !o.task.empty()) fail("mmx train: unknown --task '{}' (retrieval, or none to train on --data)", o.task);
   if (o.resume.empty() || o.out != o.resume) {
     if (!o.resume.empty()) {
       for (const char* f : {"tokenizer.json", "tokenizer_config.json", "train_log.csv"})
         if (fs::exists(fs::path(o.resume) / f)) fs::copy_file(fs::path(o.resume) / f, out / f, fs::copy_options::overwrite_existing);
-    } else {
-      make_tokenizer(o, text, out);
+    } else if (!synthetic) {
+      make_tokenizer(o, read_file(o.data, "training data"), out);
     }
   }
-  const tok::Tokenizer tk = tok::Tokenizer::from_path((out / "tokenizer.json").string());
-  o.shape.vocab_size = tk.vocab_size();
   if (o.seq_len > o.shape.max_position) o.shape.max_position = int(o.seq_len);
-  write_config(o, tk, out);
+  // The windows a step trains on (rows row0.. of step) and the held-out ones (windows w0..).
+  std::function<void(int64_t, int64_t, int64_t, std::vector<int32_t>&, std::vector<int32_t>&)> draw;
+  std::function<void(int64_t, int64_t, std::vector<int32_t>&, std::vector<int32_t>&)> draw_val;
+  int64_t n_val_windows = 0;
+  TokenData data, val;
+  if (synthetic) {
+    if (4 * o.task_pairs > o.seq_len)
+      fail("mmx train --task retrieval: {} pairs need --seq-len >= {}", o.task_pairs, 4 * o.task_pairs);
+    o.shape.vocab_size = kRetrievalVocab;
+    write_config(o, 0, 1, out);
+    draw = [&o](int64_t step, int64_t row0, int64_t n, std::vector<int32_t>& tk, std::vector<int32_t>& tg) {
+      retrieval_rows(o.seed, step, row0, n, o.seq_len, o.task_pairs, false, tk, tg);
+    };
+    draw_val = [&o](int64_t w0, int64_t n, std::vector<int32_t>& tk, std::vector<int32_t>& tg) {
+      retrieval_rows(o.seed, 0, w0, n, o.seq_len, o.task_pairs, true, tk, tg);
+    };
+    n_val_windows = o.eval_windows;
+  } else {
+    const tok::Tokenizer tk = tok::Tokenizer::from_path((out / "tokenizer.json").string());
+    o.shape.vocab_size = tk.vocab_size();
+    const int64_t eos = tk.token_to_id("[e~[");
+    if (eos < 0) fail("the tokenizer has no end-of-text token [e~[ (a MiniMax-M2 tokenizer is needed)");
+    write_config(o, tk.token_to_id("]~!b["), eos, out);
+    data = tokenize_corpus(tk, read_file(o.data, "training data"), o.quiet ? nullptr : "training data");
+    if (data.size() < o.seq_len + 1)
+      fail("{}: only {} tokens, fewer than --seq-len + 1 = {}", o.data, data.size(), o.seq_len + 1);
+    if (!o.val.empty()) val = tokenize_corpus(tk, read_file(o.val, "held-out data"), o.quiet ? nullptr : "held-out data");
+    draw = [&o, &data](int64_t step, int64_t row0, int64_t n, std::vector<int32_t>& tk, std::vector<int32_t>& tg) {
+      data.sample_windows(o.seed, step, row0, n, o.seq_len, tk, tg);
+    };
+    draw_val = [&o, &val](int64_t w0, int64_t n, std::vector<int32_t>& tk, std::vector<int32_t>& tg) {
+      val.windows_in_order(w0, n, o.seq_len, tk, tg);
+    };
+    if (val.size() >= o.seq_len + 1) n_val_windows = std::min<int64_t>(o.eval_windows, (val.size() - 1) / o.seq_len);
+  }
   const ModelConfig cfg = load_config(o.out);
-
-  TokenData data = tokenize_corpus(tk, text, o.quiet ? nullptr : "training data");
-  if (data.size() < o.seq_len + 1)
-    fail("{}: only {} tokens, fewer than --seq-len + 1 = {}", o.data, data.size(), o.seq_len + 1);
-  TokenData val;
-  if (!o.val.empty()) val = tokenize_corpus(tk, read_file(o.val, "held-out data"), o.quiet ? nullptr : "held-out data");
 
   ParamSet<float> P(param_layout(cfg));
   AdamWConfig ac;
@@ -260,25 +291,26 @@ TrainResult train_run(const TrainOptions& opt_in) {
       if (!line.empty() && std::stoll(line) <= start_step) log_rows.push_back(line);
   }
 
+  const auto n_scored = [](const std::vector<int32_t>& targets) {
+    return int64_t(std::count_if(targets.begin(), targets.end(), [](int32_t t) { return t >= 0; }));
+  };
   auto evaluate = [&]() -> double {
-    if (val.size() < o.seq_len + 1) return -1;
-    const int64_t n_win = std::min<int64_t>(o.eval_windows, (val.size() - 1) / o.seq_len);
+    if (n_val_windows == 0) return -1;
     std::vector<int32_t> tokens, targets;
     double sum = 0;
     int64_t scored = 0;
-    for (int64_t w0 = 0; w0 < n_win; w0 += o.micro_batch) {
-      const int64_t nb = std::min(o.micro_batch, n_win - w0);
-      val.windows_in_order(w0, nb, o.seq_len, tokens, targets);
+    for (int64_t w0 = 0; w0 < n_val_windows; w0 += o.micro_batch) {
+      const int64_t nb = std::min(o.micro_batch, n_val_windows - w0);
+      draw_val(w0, nb, tokens, targets);
       TrainBatch b{nb, o.seq_len, tokens.data(), targets.data(), nullptr, nullptr};
       sum += graph->forward(b, nullptr);
-      scored += nb * o.seq_len;
+      scored += n_scored(targets);
     }
     graph->take_expert_loads();  // evaluation does not move the routing bias
     return sum / double(scored);
   };
 
   TrainResult res;
-  std::vector<int32_t> tokens, targets;
   const int64_t n_micro = o.batch / o.micro_batch, step_tokens = o.batch * o.seq_len;
   double val_loss = -1;
   const auto loop_t0 = std::chrono::steady_clock::now();
@@ -286,12 +318,20 @@ TrainResult train_run(const TrainOptions& opt_in) {
     const auto s0 = std::chrono::steady_clock::now();
     P.zero_grad();
     double loss_sum = 0, kl_sum = 0;
+    // The whole step's rows first: the loss is a mean over the step's scored targets (the global
+    // token normaliser), so any split into micro-batches gives the same gradient.
+    std::vector<std::vector<int32_t>> tokens(static_cast<size_t>(n_micro)), targets(static_cast<size_t>(n_micro));
+    int64_t step_scored = 0;
     for (int64_t mb = 0; mb < n_micro; ++mb) {
-      data.sample_windows(o.seed, step, mb * o.micro_batch, o.micro_batch, o.seq_len, tokens, targets);
-      TrainBatch b{o.micro_batch, o.seq_len, tokens.data(), targets.data(), nullptr, nullptr};
+      draw(step, mb * o.micro_batch, o.micro_batch, tokens[size_t(mb)], targets[size_t(mb)]);
+      step_scored += n_scored(targets[size_t(mb)]);
+    }
+    if (step_scored == 0) fail("mmx train: step {} has no scored target", step + 1);
+    for (int64_t mb = 0; mb < n_micro; ++mb) {
+      TrainBatch b{o.micro_batch, o.seq_len, tokens[size_t(mb)].data(), targets[size_t(mb)].data(), nullptr, nullptr};
       // The KL is a mean over a micro-batch's rows: 1/n_micro of the weight keeps splits invariant.
       b.index_loss_weight = o.index_loss_weight / double(n_micro);
-      loss_sum += graph->forward_backward(b, 1.0 / double(step_tokens));  // the global token normaliser
+      loss_sum += graph->forward_backward(b, 1.0 / double(step_scored));
       kl_sum += graph->index_kl() / double(n_micro);
     }
     const double gnorm = clip_grad_norm(P, o.clip);
@@ -310,7 +350,7 @@ TrainResult train_run(const TrainOptions& opt_in) {
         }
       }
     tokens_seen += step_tokens;
-    const double loss = loss_sum / double(step_tokens);
+    const double loss = loss_sum / double(step_scored);
     const bool last = step + 1 == o.steps;
     val_loss = -1;
     if (last || (o.eval_every > 0 && (step + 1) % o.eval_every == 0)) val_loss = evaluate();

@@ -19,7 +19,10 @@ namespace mmx::train {
 
 struct TrainOptions {
   TinyOptions shape;            // arch + shape flags (make-tiny's); vocab from the tokenizer
-  std::string data, val;        // UTF-8 text files; val optional
+  std::string data, val;        // UTF-8 text files; val optional (unused with a task)
+  std::string task;             // "" = train on `data`; "retrieval" = the synthetic retrieval task
+                                // (retrieval_task.h): no text, no tokenizer, vocab kRetrievalVocab
+  int64_t task_pairs = 16;      // retrieval: key-value pairs per sequence
   std::string tokenizer;        // tokenizer.json to use; "" = train one on `data`
   int vocab = 4096;             // size of the tokenizer trained when `tokenizer` is ""
   int64_t steps = 100;          // optimizer steps in total (a resumed run continues to this)

@@ -70,6 +70,41 @@ TEST(TrainKernelsLightning, Lightning) {
   }
 }
 
+// Blockwise through the decayed state == the recurrence (forward) and == the one-block form's
+// backward, over blocks that divide t, do not, exceed it, and are single tokens; the blockwise
+// backward also against central finite differences of its own forward.
+TEST(TrainKernelsLightning, BlockwiseThroughTheState) {
+  for (auto [t, H, hd, B] : {std::tuple{1, 1, 4, 4}, {9, 2, 4, 1}, {16, 2, 8, 4}, {23, 3, 6, 5}, {20, 2, 4, 64},
+                             {70, 2, 8, 16}}) {
+    SCOPED_TRACE(testing::Message() << "t=" << t << " heads=" << H << " hd=" << hd << " block=" << B);
+    const V qkv = randn(static_cast<size_t>(t * H * 3 * hd), 11, 0.5), dout = randn(static_cast<size_t>(t * H * hd), 12);
+    std::vector<double> slopes;
+    for (int h = 0; h < H; ++h) slopes.push_back(std::exp2(-8.0 * (h + 1) / H) + 0.02 * h);
+    std::vector<int32_t> pos(static_cast<size_t>(t));
+    for (int i = 0; i < t; ++i) pos[size_t(i)] = i;
+    const int64_t nb = lightning_n_blocks(t, B);
+    V o(dout.size()), st(static_cast<size_t>(H * nb * hd * hd));
+    lightning_block_fwd<double>(qkv.data(), slopes.data(), t, H, hd, B, o.data(), st.data());
+    expect_close(o, recurrence(qkv, slopes, t, H, hd), 1e-12, 1e-14, "blockwise fwd == recurrence");
+    V o1(o.size()), a(static_cast<size_t>(H * t * t)), dq1(qkv.size(), 0), dq(qkv.size(), 0);
+    ref::lightning_fwd(qkv.data(), slopes.data(), pos.data(), nullptr, t, H, hd, o1.data(), a.data());
+    ref::lightning_bwd(dout.data(), qkv.data(), slopes.data(), pos.data(), nullptr, a.data(), t, H, hd, dq1.data());
+    lightning_block_bwd<double>(dout.data(), qkv.data(), slopes.data(), st.data(), t, H, hd, B, dq.data());
+    expect_close(dq, dq1, 1e-12, 1e-14, "blockwise bwd == one-block ref bwd");
+    if (t <= 23)
+      expect_close(dq, fd_grad([&](const V& x) {
+        V oo(o.size()), ss(st.size());
+        lightning_block_fwd<double>(x.data(), slopes.data(), t, H, hd, B, oo.data(), ss.data());
+        return dot(oo, dout);
+      }, qkv), kFd, 1e-9, "blockwise vs fd");
+    std::vector<float> of(o.size()), sf(st.size()), dqf(qkv.size(), 0);
+    lightning_block_fwd<float>(to_f(qkv).data(), slopes.data(), t, H, hd, B, of.data(), sf.data());
+    expect_close(to_d(of), o, kFr, kFa, "blockwise fwd float");
+    lightning_block_bwd<float>(to_f(dout).data(), to_f(qkv).data(), slopes.data(), sf.data(), t, H, hd, B, dqf.data());
+    expect_close(to_d(dqf), dq, kFr, kFa, "blockwise bwd float");
+  }
+}
+
 // A tree branch (mask + depth positions) equals the branch alone.
 TEST(TrainKernelsLightning, TreeBranchEqualsSeparateSequence) {
   const int t = 6, H = 2, hd = 4;

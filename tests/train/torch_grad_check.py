@@ -2,7 +2,8 @@
 """Our gradients against two independent oracles, on fresh tiny checkpoints (mmx make-tiny, f32):
 
   1. PyTorch autograd (reference/torch_grad.py, written from the spec, sharing no code with the
-     engine) vs `mmx grad`, per family (MiniMax-M2; Text-01 with lightning and softmax layers;
+     engine) vs `mmx grad`, per family (MiniMax-M2; Text-01 with lightning and softmax layers,
+     the causal batch's lightning blockwise across blocks — block_size 8 over T 24 —;
      M3 with dense and MSA layers, the block selection active — T 32 = 8 blocks of 4, top-3 — with
      and without the indexer KL, --index-loss-weight 0.5): the loss and every trainable tensor's
      gradient, for a causal batch with unscored (-1) targets and for a tree visibility mask;
@@ -15,6 +16,7 @@ Exit: 0 pass, 1 fail, 2 cannot run; 77 torch missing outside CI (under CI=true t
 """
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -131,6 +133,13 @@ def main():
     for arch, extra_tiny, T, V, klw in cases:
         model = os.path.join(work, arch)
         run([args.mmx, "make-tiny", "--arch", arch, "-o", model, "--dtype", "f32", "--seed", "11"] + extra_tiny)
+        if arch == "minimax_text01":  # lightning blockwise across blocks: T 24 = 3 blocks of 8
+            cpath = os.path.join(model, "config.json")
+            with open(cpath) as f:
+                cfg = json.load(f)
+            cfg["block_size"] = 8
+            with open(cpath, "w") as f:
+                json.dump(cfg, f, indent=2)
         if not check_arch(args.mmx, work, arch, model, T, V, klw):
             failed = True
 

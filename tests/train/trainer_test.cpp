@@ -22,6 +22,7 @@
 #include "tokenizer/tokenizer.h"
 #include "train/graph.h"
 #include "train/params.h"
+#include "train/retrieval_task.h"
 #include "train/trainer.h"
 
 namespace mmx::train {
@@ -153,6 +154,30 @@ TEST(Trainer, CheckpointLoadsInTheEngineAndLearns) {
   }
   EXPECT_GT(moved, 0);
   fs::remove_all(d);
+}
+
+// --task retrieval: no text, no tokenizer; the loss is a mean over the scored targets only (1 in
+// 16 here), whatever the micro-batch split: the global token normaliser counts the whole step.
+TEST(Trainer, RetrievalTaskAndTheGlobalNormaliser) {
+  auto run = [](const fs::path& out, int64_t micro) {
+    TrainOptions o = small_run(out, 3);
+    o.task = "retrieval", o.task_pairs = 4, o.data = "", o.val = "";
+    o.micro_batch = micro;
+    return train_run(o);
+  };
+  const fs::path a = tmp("task_whole"), b = tmp("task_split");
+  const TrainResult ra = run(a, 4), rb = run(b, 1);
+  EXPECT_TRUE(fs::exists(a / "model.safetensors"));
+  EXPECT_FALSE(fs::exists(a / "tokenizer.json"));
+  EXPECT_EQ(load_config(a.string()).vocab_size, kRetrievalVocab);
+  // A first-step loss near ln(1024) (every id equally likely at init) shows the mean is over the
+  // scored targets, not over all 32 positions of a row (that would be ~16x smaller).
+  EXPECT_NEAR(ra.last_loss, rb.last_loss, 1e-4 * ra.last_loss);
+  EXPECT_GT(ra.last_loss, 4.0);
+  auto model = load_model(a.string());  // the engine loads it
+  EXPECT_EQ(model->config().vocab_size, kRetrievalVocab);
+  fs::remove_all(a);
+  fs::remove_all(b);
 }
 
 TEST(Trainer, BadOptionsAreRefused) {

@@ -52,13 +52,7 @@ void add_ppl(CLI::App& app, Action& action) {
         const std::vector<int32_t> win(ids.begin() + start, ids.begin() + start + len);
         const Buffer logits = prefill_logits(*model, win, 0);
         const float* l = logits.t().f32();
-        for (int64_t i = 0; i < len; ++i) {
-          const float* row = l + i * V;
-          double mx = row[0], sum = 0;
-          for (int64_t v = 1; v < V; ++v) mx = std::max(mx, double(row[v]));
-          for (int64_t v = 0; v < V; ++v) sum += std::exp(double(row[v]) - mx);
-          nll += mx + std::log(sum) - double(row[ids[size_t(start + i + 1)]]);
-        }
+        for (int64_t i = 0; i < len; ++i) nll += row_nll(l + i * V, V, ids[size_t(start + i + 1)]);
         scored += len;
         std::fprintf(stderr, "\rscored %lld/%lld tokens", (long long)scored, (long long)(n - 1));
       }

@@ -16,6 +16,12 @@ void add_train(CLI::App& app, Action& action) {
   c->add_option("--arch", o->shape.arch, "Model family (minimax_m2, minimax_text01, minimax_m3)")
       ->check(CLI::IsMember({"minimax_m2", "minimax_text01", "minimax_m3"}));
   c->add_option("--data", o->data, "Training text (UTF-8)");
+  c->add_option("--task", o->task,
+                "Train on a synthetic task instead of --data: retrieval (key-value pairs planted far back, "
+                "queried at the end; docs/training.md)")
+      ->check(CLI::IsMember({"retrieval"}));
+  c->add_option("--task-pairs", o->task_pairs, "--task retrieval: key-value pairs per sequence")
+      ->check(CLI::Range(1, 256));
   c->add_option("--val", o->val, "Held-out text: loss every --eval-every steps");
   add_shape_options(c, &o->shape, /*with_vocab=*/false);
   c->add_option("--tokenizer", o->tokenizer, "tokenizer.json (or a directory with one); default: train one on --data");
@@ -52,7 +58,8 @@ void add_train(CLI::App& app, Action& action) {
   c->add_option("--resume", o->resume, "Continue the run saved in this directory up to --steps");
   c->add_option("-t,--threads", o->threads, "CPU threads (0 = all cores)");
   c->callback([o, c, &action] {
-    if (o->resume.empty() && o->data.empty()) throw CLI::ValidationError("--data", "required (unless --resume)");
+    if (o->resume.empty() && o->data.empty() && o->task.empty())
+      throw CLI::ValidationError("--data", "required (unless --resume or --task)");
     if (o->resume.empty() && o->out.empty()) throw CLI::ValidationError("-o", "required (unless --resume)");
     apply_family_defaults(c, &o->shape);  // the family's tiny shape for flags not given
     action = [o] {

@@ -2,7 +2,9 @@
 
 #include "model/tiny.h"
 
+#include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <unistd.h>
 
@@ -27,6 +29,13 @@ std::vector<int32_t> parse_ids(const std::string& s) {
     i = j + 1;
   }
   return ids;
+}
+
+double row_nll(const float* row, int64_t V, int32_t target) {
+  double mx = row[0], sum = 0;
+  for (int64_t v = 1; v < V; ++v) mx = std::max(mx, double(row[v]));
+  for (int64_t v = 0; v < V; ++v) sum += std::exp(double(row[v]) - mx);
+  return mx + std::log(sum) - double(row[target]);
 }
 
 void progress_bar(int done, int total) {
@@ -74,6 +83,10 @@ void add_shape_options(CLI::App* c, TinyOptions* o, bool with_vocab) {
   c->add_option("--shared-ffn", o->shared_ffn_dim, "minimax_m3: shared expert width (0 = none)")
       ->check(CLI::Range(0, 1 << 16));
   c->add_option("--index-dim", o->index_dim, "minimax_m3: sparse_index_dim")->check(CLI::Range(1, 1 << 12));
+  c->add_option("--full-attn-interval", o->full_attn_interval,
+                "minimax_text01: every N-th layer is softmax attention, the rest lightning (default 4; "
+                "more than --layers = pure lightning)")
+      ->check(CLI::Range(1, 1 << 16));
 }
 
 void apply_family_defaults(CLI::App* c, TinyOptions* o) {
@@ -86,7 +99,8 @@ void apply_family_defaults(CLI::App* c, TinyOptions* o) {
       {"--rotary-dim", &TinyOptions::rotary_dim}, {"--ffn", &TinyOptions::ffn_dim},
       {"--max-pos", &TinyOptions::max_position}, {"--msa-block", &TinyOptions::msa_block},
       {"--msa-topk", &TinyOptions::msa_topk},     {"--dense-ffn", &TinyOptions::dense_ffn_dim},
-      {"--shared-ffn", &TinyOptions::shared_ffn_dim}, {"--index-dim", &TinyOptions::index_dim}};
+      {"--shared-ffn", &TinyOptions::shared_ffn_dim}, {"--index-dim", &TinyOptions::index_dim},
+      {"--full-attn-interval", &TinyOptions::full_attn_interval}};
   for (const auto& [flag, field] : shape) {
     bool given = false;
     try {

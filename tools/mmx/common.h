@@ -14,6 +14,8 @@ namespace mmx::cli {
 
 // "1,2,3" -> {1,2,3}; throws mmx::Error with the offending item on bad input.
 std::vector<int32_t> parse_ids(const std::string& s);
+// -log softmax(row)[target] over a row of V logits, in double (ppl, probe).
+double row_nll(const float* row, int64_t V, int32_t target);
 // A progress bar on stderr for layer loading: [#####     ] 31/62 layers.
 void progress_bar(int done, int total);
 
@@ -45,7 +47,8 @@ void add_chat_template(CLI::App& app, Action& action);  // cmd_chat_template.cpp
 void add_serve(CLI::App& app, Action& action);          // cmd_serve.cpp: the HTTP server
 void add_train(CLI::App& app, Action& action);          // cmd_train.cpp
 void add_ppl(CLI::App& app, Action& action);            // cmd_ppl.cpp
-void add_grad(CLI::App& app, Action& action);           // cmd_grad.cpp: one batch's loss and gradients
+void add_grad(CLI::App& app, Action& action);
+void add_probe(CLI::App& app, Action& action);           // cmd_probe.cpp: long-range retrieval probe           // cmd_grad.cpp: one batch's loss and gradients
 void add_train_tokenizer(CLI::App& app, Action& action);  // cmd_train_tokenizer.cpp: BPE training
 
 }  // namespace mmx::cli

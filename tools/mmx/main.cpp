@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   mmx::cli::add_train(app, action);
   mmx::cli::add_ppl(app, action);
   mmx::cli::add_grad(app, action);
+  mmx::cli::add_probe(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

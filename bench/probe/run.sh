@@ -2,10 +2,11 @@
 # The synthetic long-range retrieval probe (docs/models.md, "Retrieval"): one small model per
 # attention generation trained on `mmx train --task retrieval` (8 key-value pairs planted, queried
 # after up to 96 filler ids in 128-id windows), then `mmx probe --synthetic` at distances inside and
-# far beyond the trained window. Usage: bench/probe/run.sh [OUT_DIR] [STEPS]   (~30 min on 2 cores)
+# far beyond the trained window. Usage: bench/probe/run.sh [OUT_DIR] [STEPS]
+# Two trainings at a time, one thread each (~45 min on 2 cores at the default 8000 steps).
 set -euo pipefail
 OUT=${1:-runs/probe}
-STEPS=${2:-3000}
+STEPS=${2:-8000}
 MMX=${MMX:-build/tools/mmx}
 mkdir -p "$OUT"
 COMMON=(--task retrieval --task-pairs 8 --layers 2 --hidden 64 --heads 4 --kv-heads 2 --head-dim 16
@@ -14,12 +15,15 @@ COMMON=(--task retrieval --task-pairs 8 --layers 2 --hidden 64 --heads 4 --kv-he
         -t "${THREADS:-1}")
 train() {  # name, extra flags...
   local name=$1; shift
-  [ -f "$OUT/$name/model.safetensors" ] || "$MMX" train "${COMMON[@]}" "$@" -o "$OUT/$name"
+  [ -f "$OUT/$name/model.safetensors" ] || "$MMX" train "${COMMON[@]}" "$@" -o "$OUT/$name" 2> "$OUT/$name.log"
 }
-train m2 --arch minimax_m2
-train text01-hybrid --arch minimax_text01 --full-attn-interval 2
-train text01-linear --arch minimax_text01 --full-attn-interval 99
-train m3 --arch minimax_m3 --dense-ffn 128 --shared-ffn 32 --index-dim 16 --msa-block 8 --msa-topk 4 --index-loss-weight 1
+echo "training 4 models (logs: $OUT/*.log) ..." >&2
+train m2 --arch minimax_m2 &
+train text01-hybrid --arch minimax_text01 --full-attn-interval 2 &
+wait
+train text01-linear --arch minimax_text01 --full-attn-interval 99 &
+train m3 --arch minimax_m3 --dense-ffn 128 --shared-ffn 32 --index-dim 16 --msa-block 8 --msa-topk 4 --index-loss-weight 1 &
+wait
 "$MMX" probe --synthetic --pairs 8 --n 100 --distances 0,32,64,96,224,480,992 \
   -m "$OUT/m2" -m "$OUT/text01-hybrid" -m "$OUT/text01-linear" -m "$OUT/m3" \
   --csv "$OUT/probe.csv" --plot "$OUT/probe.png" | tee "$OUT/probe.txt"

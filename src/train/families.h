@@ -12,7 +12,8 @@ namespace mmx::train {
 
 std::vector<ParamInfo> param_layout_moe(const ModelConfig& c);
 template <class T>
-std::unique_ptr<Graph<T>> make_graph_moe(const ModelConfig& c, ParamSet<T>& p, int64_t max_seqs, int64_t seq_len);
+std::unique_ptr<Graph<T>> make_graph_moe(const ModelConfig& c, ParamSet<T>& p, int64_t max_seqs, int64_t seq_len,
+                                         const GraphOptions& opt);
 
 // MiniMax-M3 (graph_m3.cpp): dense + MSA layers, dense MLP / MoE with a shared expert.
 std::vector<ParamInfo> param_layout_m3(const ModelConfig& c);

@@ -24,19 +24,22 @@ void check_batch(const ModelConfig& c, const TrainBatch& b, int64_t max_seqs, in
 }
 
 template <class T>
-std::unique_ptr<Graph<T>> make_graph(const ModelConfig& cfg, ParamSet<T>& params, int64_t max_seqs, int64_t seq_len) {
+std::unique_ptr<Graph<T>> make_graph(const ModelConfig& cfg, ParamSet<T>& params, int64_t max_seqs, int64_t seq_len,
+                                     const GraphOptions& opt) {
   if (max_seqs < 1 || seq_len < 1) fail("training: batch and sequence length must be >= 1");
   param_layout(cfg);  // refuses unsupported families / options
   switch (cfg.family) {
     case Family::kMiniMaxM2:
-    case Family::kMiniMaxText01: return make_graph_moe<T>(cfg, params, max_seqs, seq_len);
+    case Family::kMiniMaxText01: return make_graph_moe<T>(cfg, params, max_seqs, seq_len, opt);
     case Family::kMiniMaxM3: return make_graph_m3<T>(cfg, params, max_seqs, seq_len);
     default: break;
   }
   fail("training: the {} family has no training graph yet", cfg.architecture);
 }
 
-template std::unique_ptr<Graph<float>> make_graph<float>(const ModelConfig&, ParamSet<float>&, int64_t, int64_t);
-template std::unique_ptr<Graph<double>> make_graph<double>(const ModelConfig&, ParamSet<double>&, int64_t, int64_t);
+template std::unique_ptr<Graph<float>> make_graph<float>(const ModelConfig&, ParamSet<float>&, int64_t, int64_t,
+                                                         const GraphOptions&);
+template std::unique_ptr<Graph<double>> make_graph<double>(const ModelConfig&, ParamSet<double>&, int64_t, int64_t,
+                                                           const GraphOptions&);
 
 }  // namespace mmx::train

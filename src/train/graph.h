@@ -52,9 +52,20 @@ class Graph {
   virtual std::vector<std::vector<int64_t>> take_expert_loads() = 0;
 };
 
+// Choices that change memory, never the result (gradients are bitwise the same either way).
+struct GraphOptions {
+  // Activation recomputation of the softmax attention probabilities ([n_seqs, n_heads, t, t] per
+  // layer): saved for the backward (0), recomputed there from q, k (1), or -1: recomputed when
+  // saving them would take more than kRecomputeAboveBytes over all layers. M2 and Text-01 / M1;
+  // M3 keeps them (its indexer KL reads them as the teacher).
+  int recompute_attention = -1;
+};
+constexpr int64_t kRecomputeAboveBytes = int64_t(1) << 30;
+
 // Throws mmx::Error for a family the trainer does not support, or an invalid batch shape.
 template <class T>
-std::unique_ptr<Graph<T>> make_graph(const ModelConfig& cfg, ParamSet<T>& params, int64_t max_seqs, int64_t seq_len);
+std::unique_ptr<Graph<T>> make_graph(const ModelConfig& cfg, ParamSet<T>& params, int64_t max_seqs, int64_t seq_len,
+                                     const GraphOptions& opt = {});
 
 // Checks the shape against the graph's capacity, token and target ids in range, and that every
 // token sees itself (any other visibility pattern is allowed). Throws mmx::Error.

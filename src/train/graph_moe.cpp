@@ -48,9 +48,13 @@ struct LayerActs {
 template <class T>
 class MoeGraph final : public Graph<T> {
  public:
-  MoeGraph(const ModelConfig& c, ParamSet<T>& P, int64_t max_seqs, int64_t seq_len)
+  MoeGraph(const ModelConfig& c, ParamSet<T>& P, int64_t max_seqs, int64_t seq_len, const GraphOptions& opt)
       : c_(c), P_(P), max_seqs_(max_seqs), seq_len_(seq_len) {
     const int64_t n = max_seqs * seq_len, d = c.d_model, qd = c.q_dim(), kvd = c.kv_dim();
+    int64_t softmax_layers = 0;
+    for (int il = 0; il < c.n_layers; ++il) softmax_layers += !lightning(il);
+    const int64_t p_bytes = softmax_layers * max_seqs * c.n_heads * seq_len * seq_len * int64_t(sizeof(T));
+    recompute_ = opt.recompute_attention == 1 || (opt.recompute_attention < 0 && p_bytes > kRecomputeAboveBytes);
     const int64_t E = c.n_experts, f = c.ffn_dim;
     acts_.resize(size_t(c.n_layers));
     for (int il = 0; il < c.n_layers; ++il) {
@@ -69,7 +73,7 @@ class MoeGraph final : public Graph<T> {
         for (Vec<T>* v : {&L.rq, &L.rk}) v->resize(size_t(n));
         for (Vec<T>* v : {&L.q_raw, &L.q, &L.att}) v->resize(size_t(n * qd));
         for (Vec<T>* v : {&L.k_raw, &L.k, &L.v}) v->resize(size_t(n * kvd));
-        L.p.resize(size_t(max_seqs * c.n_heads * seq_len * seq_len));
+        if (!recompute_) L.p.resize(size_t(max_seqs * c.n_heads * seq_len * seq_len));
         slopes_.emplace_back();
       }
     }
@@ -181,7 +185,7 @@ class MoeGraph final : public Graph<T> {
     for (int64_t s = 0; s < S; ++s)
       attention_fwd<T>(L.q.data() + s * t * qd, L.k.data() + s * t * kvd, L.v.data() + s * t * kvd,
                        b.visibility ? b.visibility + s * t * t : nullptr, t, H, KH, hd, scale,
-                       L.att.data() + s * t * qd, L.p.data() + s * H * t * t);
+                       L.att.data() + s * t * qd, recompute_ ? nullptr : L.p.data() + s * H * t * t);
     linear_fwd<T>(L.att.data(), P_.p(p + "self_attn.o_proj.weight"), n, qd, d, out);
   }
 
@@ -267,10 +271,15 @@ class MoeGraph final : public Graph<T> {
     std::fill(dq_.begin(), dq_.begin() + n * qd, T(0));
     std::fill(dk_.begin(), dk_.begin() + n * kvd, T(0));
     std::fill(dv_.begin(), dv_.begin() + n * kvd, T(0));
-    for (int64_t s = 0; s < S; ++s)
-      attention_bwd<T>(datt_.data() + s * t * qd, L.q.data() + s * t * qd, L.k.data() + s * t * kvd,
-                       L.v.data() + s * t * kvd, L.p.data() + s * H * t * t, t, H, KH, hd, scale,
-                       dq_.data() + s * t * qd, dk_.data() + s * t * kvd, dv_.data() + s * t * kvd);
+    for (int64_t s = 0; s < S; ++s) {
+      const T *q = L.q.data() + s * t * qd, *k = L.k.data() + s * t * kvd, *v = L.v.data() + s * t * kvd;
+      T *dq = dq_.data() + s * t * qd, *dk = dk_.data() + s * t * kvd, *dv = dv_.data() + s * t * kvd;
+      if (recompute_)
+        attention_bwd_recompute<T>(datt_.data() + s * t * qd, q, k, v, b.visibility ? b.visibility + s * t * t : nullptr,
+                                   t, H, KH, hd, scale, dq, dk, dv);
+      else
+        attention_bwd<T>(datt_.data() + s * t * qd, q, k, v, L.p.data() + s * H * t * t, t, H, KH, hd, scale, dq, dk, dv);
+    }
     rope<T>(dq_.data(), pos_.data(), n, H, hd, c_.rotary_dim, c_.rope_theta, true);
     rope<T>(dk_.data(), pos_.data(), n, KH, hd, c_.rotary_dim, c_.rope_theta, true);
     const T *gq = dq_.data(), *gk = dk_.data();
@@ -336,6 +345,7 @@ class MoeGraph final : public Graph<T> {
   std::vector<std::vector<double>> slopes_;           // [n_layers][n_heads] (empty: softmax layer)
   Vec<int32_t> pos_;                                  // [n]
   bool blockwise_ = true;                             // the last forward's lightning form
+  bool recompute_ = false;                            // softmax probabilities recomputed in the backward
   std::vector<std::vector<int64_t>> loads_;           // [n_layers][E]
 };
 
@@ -396,12 +406,14 @@ std::vector<ParamInfo> param_layout_moe(const ModelConfig& c) {
 
 template <class T>
 std::unique_ptr<Graph<T>> make_graph_moe(const ModelConfig& cfg, ParamSet<T>& params, int64_t max_seqs,
-                                        int64_t seq_len) {
-  return std::make_unique<MoeGraph<T>>(cfg, params, max_seqs, seq_len);
+                                        int64_t seq_len, const GraphOptions& opt) {
+  return std::make_unique<MoeGraph<T>>(cfg, params, max_seqs, seq_len, opt);
 }
 
-template std::unique_ptr<Graph<float>> make_graph_moe<float>(const ModelConfig&, ParamSet<float>&, int64_t, int64_t);
-template std::unique_ptr<Graph<double>> make_graph_moe<double>(const ModelConfig&, ParamSet<double>&, int64_t, int64_t);
+template std::unique_ptr<Graph<float>> make_graph_moe<float>(const ModelConfig&, ParamSet<float>&, int64_t, int64_t,
+                                                             const GraphOptions&);
+template std::unique_ptr<Graph<double>> make_graph_moe<double>(const ModelConfig&, ParamSet<double>&, int64_t, int64_t,
+                                                               const GraphOptions&);
 
 
 }  // namespace mmx::train

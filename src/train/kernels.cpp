@@ -202,33 +202,71 @@ void rope(T* x, const int32_t* pos, int64_t n, int n_heads, int head_dim, int ro
 // O = P V. Backward per KV head (it owns dk/dv): dP = dO Vᵀ, dS = P ⊙ (dP − rowsum(P ⊙ dP))·scale,
 // dQ += dS K, dK += dSᵀ Q, dV += Pᵀ dO. Invisible pairs have P = 0 exactly, hence dS = 0.
 
+namespace {
+
+// Head h's probabilities into ph [t, t] (0 where invisible): the forward's arithmetic, which the
+// recomputing backward repeats bit for bit.
+template <class T>
+void attention_probs(const T* q, const T* k, const uint8_t* vis, int64_t t, int n_heads, int n_kv, int hd,
+                     double scale, int h, T* ph) {
+  const int group = n_heads / n_kv;
+  const int64_t qs = int64_t(n_heads) * hd, ks = int64_t(n_kv) * hd;  // row strides
+  blas(false, true, t, t, hd, T(scale), q + int64_t(h) * hd, qs, k + int64_t(h / group) * hd, ks, T(0), ph, t);
+  for (int64_t i = 0; i < t; ++i) {
+    T* pr = ph + i * t;
+    const uint8_t* vr = vis ? vis + i * t : nullptr;
+    T mx = -INFINITY;
+    for (int64_t j = 0; j < t; ++j)
+      if (vr ? vr[j] != 0 : j <= i) mx = std::max(mx, pr[j]);
+    for (int64_t j = 0; j < t; ++j) pr[j] -= mx;
+    vexp(pr, t);
+    T sum = 0;
+    for (int64_t j = 0; j < t; ++j) {
+      if (!(vr ? vr[j] != 0 : j <= i)) pr[j] = 0;  // invisible: exactly 0
+      sum += pr[j];
+    }
+    const T inv = T(1) / sum;
+    for (int64_t j = 0; j < t; ++j) pr[j] *= inv;
+  }
+}
+
+// Query head h's share of the backward, from its probabilities ph; ds: [t, t] scratch.
+template <class T>
+void attention_bwd_head(const T* dout, const T* q, const T* k, const T* v, const T* ph, int64_t t, int n_heads,
+                        int n_kv, int hd, double scale, int h, T* ds, T* dq, T* dk, T* dv) {
+  const int kh = h / (n_heads / n_kv);
+  const int64_t qs = int64_t(n_heads) * hd, ks = int64_t(n_kv) * hd;
+  const T *kk = k + int64_t(kh) * hd, *vv = v + int64_t(kh) * hd;
+  const T *qh = q + int64_t(h) * hd, *doh = dout + int64_t(h) * hd;
+  blas(false, true, t, t, hd, T(1), doh, qs, vv, ks, T(0), ds, t);  // dP
+  for (int64_t i = 0; i < t; ++i) {
+    const T* pr = ph + i * t;
+    T* dr = ds + i * t;
+    T rowdot = 0;
+    for (int64_t j = 0; j < t; ++j) rowdot += pr[j] * dr[j];
+    for (int64_t j = 0; j < t; ++j) dr[j] = pr[j] * (dr[j] - rowdot) * T(scale);
+  }
+  blas(false, false, t, hd, t, T(1), ds, t, kk, ks, T(1), dq + int64_t(h) * hd, qs);
+  blas(true, false, t, hd, t, T(1), ds, t, qh, qs, T(1), dk + int64_t(kh) * hd, ks);
+  blas(true, false, t, hd, t, T(1), ph, t, doh, qs, T(1), dv + int64_t(kh) * hd, ks);
+}
+
+}  // namespace
+
 template <class T>
 void attention_fwd(const T* q, const T* k, const T* v, const uint8_t* vis, int64_t t, int n_heads, int n_kv,
                    int hd, double scale, T* out, T* p) {
   const int group = n_heads / n_kv;
-  const int64_t qs = int64_t(n_heads) * hd, ks = int64_t(n_kv) * hd;  // row strides
-#pragma omp parallel for schedule(static)
-  for (int h = 0; h < n_heads; ++h) {
-    const int kh = h / group;
-    T* ph = p + int64_t(h) * t * t;
-    blas(false, true, t, t, hd, T(scale), q + int64_t(h) * hd, qs, k + int64_t(kh) * hd, ks, T(0), ph, t);
-    for (int64_t i = 0; i < t; ++i) {
-      T* pr = ph + i * t;
-      const uint8_t* vr = vis ? vis + i * t : nullptr;
-      T mx = -INFINITY;
-      for (int64_t j = 0; j < t; ++j)
-        if (vr ? vr[j] != 0 : j <= i) mx = std::max(mx, pr[j]);
-      for (int64_t j = 0; j < t; ++j) pr[j] -= mx;
-      vexp(pr, t);
-      T sum = 0;
-      for (int64_t j = 0; j < t; ++j) {
-        if (!(vr ? vr[j] != 0 : j <= i)) pr[j] = 0;  // invisible: exactly 0
-        sum += pr[j];
-      }
-      const T inv = T(1) / sum;
-      for (int64_t j = 0; j < t; ++j) pr[j] *= inv;
+  const int64_t qs = int64_t(n_heads) * hd, ks = int64_t(n_kv) * hd;
+#pragma omp parallel
+  {
+    std::vector<T> scratch(p ? 0 : static_cast<size_t>(t * t));
+#pragma omp for schedule(static)
+    for (int h = 0; h < n_heads; ++h) {
+      T* ph = p ? p + int64_t(h) * t * t : scratch.data();
+      attention_probs(q, k, vis, t, n_heads, n_kv, hd, scale, h, ph);
+      blas(false, false, t, hd, t, T(1), ph, t, v + int64_t(h / group) * hd, ks, T(0), out + int64_t(h) * hd, qs);
     }
-    blas(false, false, t, hd, t, T(1), ph, t, v + int64_t(kh) * hd, ks, T(0), out + int64_t(h) * hd, qs);
   }
 }
 
@@ -236,30 +274,29 @@ template <class T>
 void attention_bwd(const T* dout, const T* q, const T* k, const T* v, const T* p, int64_t t, int n_heads,
                    int n_kv, int hd, double scale, T* dq, T* dk, T* dv) {
   const int group = n_heads / n_kv;
-  const int64_t qs = int64_t(n_heads) * hd, ks = int64_t(n_kv) * hd;
 #pragma omp parallel
   {
     std::vector<T> ds(static_cast<size_t>(t * t));
 #pragma omp for schedule(static)
-    for (int kh = 0; kh < n_kv; ++kh) {
-      const T *kk = k + int64_t(kh) * hd, *vv = v + int64_t(kh) * hd;
-      T *dkk = dk + int64_t(kh) * hd, *dvv = dv + int64_t(kh) * hd;
+    for (int kh = 0; kh < n_kv; ++kh)  // a KV head's query heads in one thread: it owns dk/dv
+      for (int h = kh * group; h < (kh + 1) * group; ++h)
+        attention_bwd_head(dout, q, k, v, p + int64_t(h) * t * t, t, n_heads, n_kv, hd, scale, h, ds.data(), dq, dk, dv);
+  }
+}
+
+template <class T>
+void attention_bwd_recompute(const T* dout, const T* q, const T* k, const T* v, const uint8_t* vis, int64_t t,
+                             int n_heads, int n_kv, int hd, double scale, T* dq, T* dk, T* dv) {
+  const int group = n_heads / n_kv;
+#pragma omp parallel
+  {
+    std::vector<T> ph(static_cast<size_t>(t * t)), ds(ph.size());
+#pragma omp for schedule(static)
+    for (int kh = 0; kh < n_kv; ++kh)
       for (int h = kh * group; h < (kh + 1) * group; ++h) {
-        const T* ph = p + int64_t(h) * t * t;
-        const T *qh = q + int64_t(h) * hd, *doh = dout + int64_t(h) * hd;
-        blas(false, true, t, t, hd, T(1), doh, qs, vv, ks, T(0), ds.data(), t);  // dP
-        for (int64_t i = 0; i < t; ++i) {
-          const T* pr = ph + i * t;
-          T* dr = ds.data() + i * t;
-          T rowdot = 0;
-          for (int64_t j = 0; j < t; ++j) rowdot += pr[j] * dr[j];
-          for (int64_t j = 0; j < t; ++j) dr[j] = pr[j] * (dr[j] - rowdot) * T(scale);
-        }
-        blas(false, false, t, hd, t, T(1), ds.data(), t, kk, ks, T(1), dq + int64_t(h) * hd, qs);
-        blas(true, false, t, hd, t, T(1), ds.data(), t, qh, qs, T(1), dkk, ks);
-        blas(true, false, t, hd, t, T(1), ph, t, doh, qs, T(1), dvv, ks);
+        attention_probs(q, k, vis, t, n_heads, n_kv, hd, scale, h, ph.data());
+        attention_bwd_head(dout, q, k, v, ph.data(), t, n_heads, n_kv, hd, scale, h, ds.data(), dq, dk, dv);
       }
-    }
   }
 }
 
@@ -398,6 +435,8 @@ double cross_entropy(const T* logits, const int32_t* targets, int64_t n, int64_t
   template void rope<T>(T*, const int32_t*, int64_t, int, int, int, double, bool);                               \
   template void attention_fwd<T>(const T*, const T*, const T*, const uint8_t*, int64_t, int, int, int, double, T*, \
                                  T*);                                                                            \
+  template void attention_bwd_recompute<T>(const T*, const T*, const T*, const T*, const uint8_t*, int64_t, int, int, \
+                                          int, double, T*, T*, T*);                                                \
   template void attention_bwd<T>(const T*, const T*, const T*, const T*, const T*, int64_t, int, int, int, double, \
                                  T*, T*, T*);                                                                    \
   template void glu_silu_fwd<T>(const T*, const T*, int64_t, T*);                                                \

@@ -66,7 +66,8 @@ void rope(T* x, const int32_t* pos, int64_t n, int n_heads, int head_dim, int ro
 // ---- softmax attention with a visibility predicate, one sequence ----
 //   q: [t, n_heads, hd]; k, v: [t, n_kv, hd]; out: [t, n_heads, hd];
 //   vis: [t, t] uint8, vis[i*t + j] = 1 when query i may see key j (j <= i and i sees itself
-//        required); null = causal. p: [n_heads, t, t] saved probabilities (0 where invisible).
+//        required); null = causal. p: [n_heads, t, t] saved probabilities (0 where invisible), or
+//        null: not saved (activation recomputation: the backward is attention_bwd_recompute).
 // Query head h reads KV head h / (n_heads / n_kv).
 template <class T>
 void attention_fwd(const T* q, const T* k, const T* v, const uint8_t* vis, int64_t t, int n_heads, int n_kv,
@@ -75,6 +76,11 @@ void attention_fwd(const T* q, const T* k, const T* v, const uint8_t* vis, int64
 template <class T>
 void attention_bwd(const T* dout, const T* q, const T* k, const T* v, const T* p, int64_t t, int n_heads,
                    int n_kv, int hd, double scale, T* dq, T* dk, T* dv);
+// The same from q, k and vis alone: each head's probabilities are recomputed (bit for bit the
+// forward's) into [t, t] scratch per thread, so a layer keeps O(t) instead of [n_heads, t, t].
+template <class T>
+void attention_bwd_recompute(const T* dout, const T* q, const T* k, const T* v, const uint8_t* vis, int64_t t,
+                             int n_heads, int n_kv, int hd, double scale, T* dq, T* dk, T* dv);
 
 // ---- gated activations ----
 // a = silu(g)·u.  g, u, a: [n]

@@ -272,7 +272,10 @@ TrainResult train_run(const TrainOptions& opt_in) {
   } else {
     init_params(cfg, o.seed, P);
   }
-  auto graph = make_graph<float>(cfg, P, o.micro_batch, o.seq_len);
+  if (o.recompute != "auto" && o.recompute != "always" && o.recompute != "never")
+    fail("mmx train: --recompute must be auto, always or never");
+  const GraphOptions go{o.recompute == "auto" ? -1 : o.recompute == "always" ? 1 : 0};
+  auto graph = make_graph<float>(cfg, P, o.micro_batch, o.seq_len, go);
   // Layer il's routing bias (a non-trainable "...layers.<il>.…e_score_correction_bias"), or null.
   std::vector<float*> routing_bias(size_t(cfg.n_layers), nullptr);
   for (const ParamInfo& i : P.infos)

@@ -46,6 +46,8 @@ struct TrainOptions {
                                 // train_state.json fixes shape, data, batch, lr, seed; `steps`
                                 // may extend it; `out` "" = the same directory
   int threads = 0;              // 0 = all cores
+  std::string recompute = "auto";  // softmax attention probabilities: auto | always | never
+                                   // (GraphOptions; memory only, the run is bitwise the same)
   bool quiet = false;           // no progress line (tests)
 };
 

@@ -207,6 +207,35 @@ TEST(TrainGraph, TreePackedBatchEqualsSeparateSequences) {
   }
 }
 
+// Activation recomputation of the softmax probabilities changes memory only: the gradients are
+// bitwise those of the saving graph, causal and with a tree mask.
+TEST(TrainGraph, RecomputedAttentionEqualsSavedBitwise) {
+  for (const std::string& dir : small_dirs()) {
+  SCOPED_TRACE(dir);
+  const ModelConfig cfg = load_config(dir);
+  const int64_t B = 2, T = 9;
+  const std::vector<int32_t> tok = random_ids(B * T, cfg.vocab_size, 21), tgt = random_ids(B * T, cfg.vocab_size, 22);
+  std::vector<uint8_t> vis(static_cast<size_t>(B * T * T), 0);
+  for (int64_t s = 0; s < B; ++s)
+    for (int64_t i = 0; i < T; ++i)
+      for (int64_t j = 0; j <= i; ++j) vis[size_t((s * T + i) * T + j)] = (i < 5 || j < 3 || (j >= 5) == (i >= 5)) && (j != 4 || i == 4);
+  for (const uint8_t* mask : {static_cast<const uint8_t*>(nullptr), static_cast<const uint8_t*>(vis.data())}) {
+    std::vector<std::vector<float>> grads;
+    for (int rc : {0, 1}) {
+      ParamSet<float> P(param_layout(cfg));
+      load_params(dir, P);
+      auto g = make_graph<float>(cfg, P, B, T, GraphOptions{rc});
+      P.zero_grad();
+      g->forward_backward(TrainBatch{B, T, tok.data(), tgt.data(), nullptr, mask}, 1.0 / double(B * T));
+      grads.push_back(P.grad);
+    }
+    ASSERT_EQ(grads[0].size(), grads[1].size());
+    EXPECT_EQ(0, std::memcmp(grads[0].data(), grads[1].data(), grads[0].size() * sizeof(float)))
+        << (mask ? "tree mask" : "causal");
+  }
+  }
+}
+
 TEST(TrainGraph, DeterministicAndThreadCountInvariant) {
   for (const std::string& dir : small_dirs()) {
   SCOPED_TRACE(dir);

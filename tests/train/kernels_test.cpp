@@ -201,8 +201,9 @@ TEST(TrainKernels, Attention) {
     if (vis) {  // nothing invisible has probability mass
       for (int h = 0; h < c.h; ++h)
         for (int64_t i = 0; i < t; ++i)
-          for (int64_t j = 0; j < t; ++j)
+          for (int64_t j = 0; j < t; ++j) {
             if (!vis[i * t + j]) EXPECT_EQ(p[static_cast<size_t>((h * t + i) * t + j)], 0.0);
+          }
     }
   }
 }

@@ -57,6 +57,10 @@ void add_train(CLI::App& app, Action& action) {
   c->add_option("-o,--out", o->out, "Run directory (default with --resume: the resumed one)");
   c->add_option("--resume", o->resume, "Continue the run saved in this directory up to --steps");
   c->add_option("-t,--threads", o->threads, "CPU threads (0 = all cores)");
+  c->add_option("--recompute", o->recompute,
+                "Activation recomputation of the softmax attention probabilities: auto (when saving them "
+                "would take over 1 GiB), always, never. Memory only: the run is bitwise the same")
+      ->check(CLI::IsMember({"auto", "always", "never"}));
   c->callback([o, c, &action] {
     if (o->resume.empty() && o->data.empty() && o->task.empty())
       throw CLI::ValidationError("--data", "required (unless --resume or --task)");

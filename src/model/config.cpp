@@ -45,15 +45,21 @@ void parse_fp8(const json& q, const std::string& where, ModelConfig& c) {
       if (m.is_string()) c.fp8_skip_modules.push_back(m.get<std::string>());
 }
 
-void parse_token_ids(const json& j, ModelConfig& c) {
-  if (j.contains("bos_token_id") && j["bos_token_id"].is_number_integer())
-    c.bos_token_id = j["bos_token_id"].get<int64_t>();
-  if (j.contains("eos_token_id")) {
+void parse_token_ids(const json& j, ModelConfig& c, const std::string& where) {
+  // An id is an integer in [0, vocab_size); null (or absent) means none. Anything else would
+  // silently never stop generation (eos) or start it wrong (bos), so it is an error.
+  const auto id = [&](const json& v, const char* key) {
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= c.vocab_size)
+      fail("{}: {} must be a token id in [0, {}) (vocab_size), got {}", where, key, c.vocab_size, v.dump());
+    return v.get<int64_t>();
+  };
+  if (j.contains("bos_token_id") && !j["bos_token_id"].is_null()) c.bos_token_id = id(j["bos_token_id"], "bos_token_id");
+  if (j.contains("eos_token_id") && !j["eos_token_id"].is_null()) {
     const json& e = j["eos_token_id"];
-    if (e.is_number_integer()) c.eos_token_ids.push_back(e.get<int64_t>());
-    else if (e.is_array())
-      for (const auto& v : e)
-        if (v.is_number_integer()) c.eos_token_ids.push_back(v.get<int64_t>());
+    if (e.is_array())
+      for (const auto& v : e) c.eos_token_ids.push_back(id(v, "eos_token_id[]"));
+    else
+      c.eos_token_ids.push_back(id(e, "eos_token_id"));
   }
 }
 
@@ -96,7 +102,7 @@ void parse_common(const json& j, const Reader& r, ModelConfig& c, std::set<std::
   for (const char* k : {"sliding_window", "attn_window_size"})
     if (r.has(k)) fail("{}: \"{}\" is set; sliding-window attention is not supported", where, k);
   c.tie_word_embeddings = r.boolean_or("tie_word_embeddings", false);
-  parse_token_ids(j, c);
+  parse_token_ids(j, c, where);
 }
 
 void parse_moe_shape(const Reader& r, ModelConfig& c, std::set<std::string>& used) {

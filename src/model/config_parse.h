@@ -64,8 +64,9 @@ class Reader {
 
 // quantization_config (fp8 e4m3 with block scales).
 void parse_fp8(const json& q, const std::string& where, ModelConfig& c);
-// bos_token_id / eos_token_id (int or list), when present.
-void parse_token_ids(const json& j, ModelConfig& c);
+// bos_token_id / eos_token_id (int or list; null = none), when present; each id must be in
+// [0, vocab_size) (throws mmx::Error naming `where`). Needs c.vocab_size.
+void parse_token_ids(const json& j, ModelConfig& c, const std::string& where);
 // The attention/transformer shape keys every family has: vocab_size, hidden_size,
 // num_hidden_layers, heads, head_dim, rotary_dim / partial_rotary_factor, rope_theta,
 // rope_scaling (refused), max_position_embeddings, rms_norm_eps, hidden_act (silu),

@@ -50,9 +50,16 @@ BpeModel BpeModel::from_json(const json& m, bool byte_level) {
   const json& vocab = m.at("vocab");
   int32_t max_id = -1;
   b.vocab_.reserve(vocab.size());
+  // The id table is dense (id -> token): an id far past the entry count would make a huge table
+  // from a small file, so ids must stay below entries + 2^20 (room for holes; real vocabularies
+  // have none).
+  const int64_t max_allowed = int64_t(vocab.size()) + (int64_t(1) << 20);
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-    const int32_t id = it.value().get<int32_t>();
-    if (id < 0) fail("tokenizer.json: negative id {} for token '{}'", id, it.key());
+    const json& v = it.value();
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= max_allowed)
+      fail("tokenizer.json: token '{}' has id {}; ids must be integers in [0, {}) for a vocabulary of {} entries",
+           it.key(), v.dump(), max_allowed, vocab.size());
+    const int32_t id = int32_t(v.get<int64_t>());
     b.vocab_.emplace(it.key(), id);
     max_id = std::max(max_id, id);
   }

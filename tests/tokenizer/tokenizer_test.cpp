@@ -90,6 +90,19 @@ TEST(Tokenizer, RefusesUnsupportedComponentsWithClearErrors) {
   EXPECT_THROW(Tokenizer::from_json(j), mmx::Error);
   EXPECT_THROW(Tokenizer::from_file("/nonexistent/tokenizer.json"), mmx::Error);
   EXPECT_THROW(Tokenizer::from_json_text("{not json"), mmx::Error);
+  // A huge or non-integer vocabulary id (hardening issue, finding 8: was a bare std::bad_alloc
+  // from a 2^31-entry id table) is a clear error naming the token.
+  for (const auto& bad : {nlohmann::json(2147483000), nlohmann::json(1e12), nlohmann::json(-3), nlohmann::json("7"),
+                          nlohmann::json(2.5)}) {
+    j = tiny_tokenizer_json();
+    j["model"]["vocab"]["a"] = bad;
+    try {
+      Tokenizer::from_json(j);
+      ADD_FAILURE() << "id " << bad.dump() << " accepted";
+    } catch (const mmx::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("'a'"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(Tokenizer, ConcurrentEncodesAgree) {

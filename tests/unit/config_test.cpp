@@ -114,6 +114,15 @@ TEST(Config, RefusesWhatItCannotRun) {
   EXPECT_NE(with("hidden_size", "3072").find("integer"), std::string::npos);
   EXPECT_NE(with("num_hidden_layers", -1).find("range"), std::string::npos);
   EXPECT_NE(with("rotary_dim", 65).find("rotary_dim"), std::string::npos);
+  // Token ids that could never be produced or are not ids (hardening issue, finding 8): refused,
+  // not silently dropped (an ignored eos never stops generation).
+  EXPECT_NE(with("eos_token_id", 200064).find("eos_token_id"), std::string::npos);  // == vocab_size
+  EXPECT_NE(with("eos_token_id", -1).find("eos_token_id"), std::string::npos);
+  EXPECT_NE(with("eos_token_id", "200020").find("eos_token_id"), std::string::npos);
+  EXPECT_NE(with("eos_token_id", json::array({200020, 1.5})).find("eos_token_id"), std::string::npos);
+  EXPECT_NE(with("bos_token_id", 1e12).find("bos_token_id"), std::string::npos);
+  EXPECT_EQ(with("eos_token_id", json::array({200020, 200019})), "");
+  EXPECT_EQ(with("eos_token_id", nullptr), "");
   json j = real_m2();
   j.erase("hidden_size");
   EXPECT_NE(error_of(j).find("hidden_size"), std::string::npos);

@@ -57,6 +57,7 @@ class Engine final : public EngineApi {
   void cancel(uint64_t id) override;
   EngineMetrics metrics() const override;
   int64_t context_limit() const override;
+  int64_t max_queued() const override { return opts_.max_waiting; }
 
   // One scheduling step on the caller's thread (with start_thread = false). Returns false when
   // there was nothing to do. run_until_idle() steps until every request has finished.

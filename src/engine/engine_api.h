@@ -67,6 +67,9 @@ class EngineApi {
   virtual void cancel(uint64_t id) = 0;
   virtual EngineMetrics metrics() const = 0;
   virtual int64_t context_limit() const = 0;  // max prompt + generated tokens per request
+  // Requests the engine queues at once (--max-queue): a submit beyond it gets a 429, so a request
+  // of n choices with n above this could never succeed (the server answers 400 instead).
+  virtual int64_t max_queued() const = 0;
 };
 
 }  // namespace mmx

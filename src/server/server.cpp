@@ -335,6 +335,11 @@ namespace {
 // Submits, then either answers whole or installs the SSE provider. Throws ApiError.
 void run_job(std::shared_ptr<Job> job, EngineApi& engine, ServerMetrics& metrics, const GenRequest& g,
              httplib::Response& res) {
+  if (job->params.n > engine.max_queued())  // a 429 that no retry could ever turn into a 200
+    throw ApiError(400,
+                   fmt::format("'n' is {} but this server queues at most {} requests at once (its --max-queue); "
+                               "ask for fewer choices", job->params.n, engine.max_queued()),
+                   "n");
   job->acc.resize(size_t(job->params.n));
   job->gen->submit(job->params.n, g);
   if (!job->params.stream) {

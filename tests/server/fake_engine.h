@@ -32,6 +32,8 @@ class FakeEngine final : public EngineApi {
   void cancel(uint64_t id) override;
   EngineMetrics metrics() const override;
   int64_t context_limit() const override { return context; }
+  int64_t queue_capacity = 1000;  // what max_queued() reports (the server's n check)
+  int64_t max_queued() const override { return queue_capacity; }
 
   // Observations (thread-safe).
   std::vector<GenRequest> requests() const;

@@ -506,6 +506,17 @@ TEST_F(ServerTest, ApiKey) {
   EXPECT_TRUE(engine.requests().size() == 1u);
 }
 
+// More choices than the server can ever queue: a 400 naming n, not a 429 no retry can win
+// (hardening issue, finding 8).
+TEST_F(ServerTest, MoreChoicesThanTheQueueIs400) {
+  engine.queue_capacity = 2;
+  start();
+  auto r = post("/v1/chat/completions", chat_body({{"n", 3}}).dump());
+  expect_error(r, 400, "n above the queue");
+  EXPECT_EQ(json::parse(r->body)["error"]["param"], "n");
+  EXPECT_EQ(post_json("/v1/chat/completions", chat_body({{"n", 2}}))["choices"].size(), 2u);
+}
+
 TEST_F(ServerTest, QueueFullIs429) {
   engine.max_in_flight = 0;
   start();

@@ -10,6 +10,7 @@ PKGS=(
   python3 python3-numpy
   libpcre2-dev
   libcpp-httplib-dev
+  zlib1g-dev        # gzip request bodies in the hostile-client tests (httplib depends on it too)
   libopenblas-dev   # training GEMMs (src/train)
   gnuplot-nox       # loss curves and benchmark plots as PNG
   python3-torch     # the independent PyTorch gradient reference (tests/train)

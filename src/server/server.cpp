@@ -270,6 +270,12 @@ void Server::routes() {
   const int n_threads = opts_.n_http_threads;
   s.new_task_queue = [n_threads] { return new httplib::ThreadPool(size_t(n_threads)); };
   s.set_payload_max_length(opts_.max_body_bytes);
+  // One request per connection. httplib 0.11 gives a handler no way to close its connection, so
+  // after a request refused before (or while) its body is read, the unread body bytes would be
+  // parsed as the next request on a kept-alive connection: request smuggling by construction.
+  // Closing after every response removes that, for one TCP handshake per request (negligible
+  // beside a generation).
+  s.set_keep_alive_max_count(1);
 
   // Statuses httplib sets itself (unknown route, body too large, bad request line) get the
   // OpenAI error shape too; handler-made errors already have a body.
@@ -299,33 +305,67 @@ void Server::routes() {
     return json{{"id", model_.name}, {"object", "model"}, {"created", model_.created},
                 {"owned_by", "minimax.cpp"}, {"max_model_len", engine_.context_limit()}};
   };
-  // /v1/* needs the API key when one is set (checked after the body is read, so a refused
-  // request never leaves unread bytes on a keep-alive connection).
-  auto guard = [this](httplib::Server::Handler h) {
-    return [this, h](const httplib::Request& req, httplib::Response& res) {
-      if (!opts_.api_key.empty() && req.get_header_value("Authorization") != "Bearer " + opts_.api_key)
-        return send_error(res, ApiError(401, "Incorrect or missing API key (send 'Authorization: Bearer KEY')", "",
-                                        "invalid_api_key"));
-      h(req, res);
+  // What the request head alone decides, before any body byte is read: header limits, framing
+  // that a proxy could read differently, and the API key on /v1/*. The body of a refused request
+  // stays unread (and its connection closes: one request per connection, above).
+  s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    auto refuse = [&res](const ApiError& e) {
+      send_error(res, e);
+      return httplib::Server::HandlerResponse::Handled;
     };
-  };
-  s.Get("/v1/models", guard([model_card](const httplib::Request&, httplib::Response& res) {
+    size_t header_bytes = 0;
+    for (const auto& [k, v] : req.headers) header_bytes += k.size() + v.size();
+    if (req.headers.size() > size_t(opts_.max_headers) || header_bytes > opts_.max_header_bytes)
+      return refuse(ApiError(431, fmt::format("Request header fields too large: {} fields, {} bytes (this server "
+                                              "takes at most {} fields, {} bytes)", req.headers.size(), header_bytes,
+                                              opts_.max_headers, opts_.max_header_bytes)));
+    if (req.has_header("Transfer-Encoding") && req.has_header("Content-Length"))
+      return refuse(ApiError(400, "The request has both Transfer-Encoding and Content-Length; send one "
+                                  "(the two framings disagree behind a proxy: request smuggling)"));
+    if (req.path.rfind("/v1/", 0) == 0 && !opts_.api_key.empty() &&
+        req.get_header_value("Authorization") != "Bearer " + opts_.api_key)
+      return refuse(ApiError(401, "Incorrect or missing API key (send 'Authorization: Bearer KEY')", "",
+                             "invalid_api_key"));
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+  s.Get("/v1/models", [model_card](const httplib::Request&, httplib::Response& res) {
     send_json(res, 200, {{"object", "list"}, {"data", json::array({model_card()})}});
-  }));
-  s.Get(R"(/v1/models/(.+))", guard([this, model_card](const httplib::Request& req, httplib::Response& res) {
+  });
+  s.Get(R"(/v1/models/(.+))", [this, model_card](const httplib::Request& req, httplib::Response& res) {
     try {
       check_model(req.matches[1]);
       send_json(res, 200, model_card());
     } catch (const ApiError& e) {
       send_error(res, e);
     }
-  }));
-  s.Post("/v1/chat/completions", guard([this](const httplib::Request& req, httplib::Response& res) {
-    handle_chat(req, res);
-  }));
-  s.Post("/v1/completions", guard([this](const httplib::Request& req, httplib::Response& res) {
-    handle_completion(req, res);
-  }));
+  });
+  // POST bodies through our own reader, capped on the bytes the server holds (decoded: chunked
+  // or not, gzip undone) — a declared Content-Length over the cap is refused by httplib first.
+  auto with_body = [this](void (Server::*handle)(const std::string&, httplib::Response&)) {
+    return [this, handle](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& read) {
+      std::string body;
+      bool over = false;
+      const bool complete = read([&](const char* data, size_t n) {
+        over = body.size() + n > opts_.max_body_bytes;
+        if (!over) body.append(data, n);
+        return !over;
+      });
+      // httplib refuses a declared Content-Length over the cap before delivering a byte.
+      over = over || (!complete && req.has_header("Content-Length") &&
+                      std::strtoull(req.get_header_value("Content-Length").c_str(), nullptr, 10) > opts_.max_body_bytes);
+      if (!complete && !over)
+        return send_error(res, ApiError(400, "The request body could not be read (truncated, or a malformed "
+                                             "chunked or Content-Encoding framing)"));
+      if (over) {
+        send_error(res, ApiError(413, fmt::format("The request body is too large (over {} bytes decoded)",
+                                                  opts_.max_body_bytes)));
+        return;  // the rest of it stays unread; the connection closes
+      }
+      (this->*handle)(body, res);
+    };
+  };
+  s.Post("/v1/chat/completions", with_body(&Server::handle_chat));
+  s.Post("/v1/completions", with_body(&Server::handle_completion));
 }
 
 // ---- the two generation endpoints share everything after the prompt ids ----
@@ -386,10 +426,10 @@ GenRequest make_gen_request(const GenerationParams& p, std::vector<int32_t> ids,
 
 }  // namespace
 
-void Server::handle_chat(const httplib::Request& req, httplib::Response& res) {
+void Server::handle_chat(const std::string& body, httplib::Response& res) {
   const double t0 = now_s();
   try {
-    ChatRequest cr = parse_chat_request(parse_body(req.body));
+    ChatRequest cr = parse_chat_request(parse_body(body));
     check_model(cr.model);
     if (cr.tool_choice != "auto" && cr.tool_choice != "none" && cr.tool_choice != "required") {
       // A named function: only that tool is offered.
@@ -427,10 +467,10 @@ void Server::handle_chat(const httplib::Request& req, httplib::Response& res) {
   }
 }
 
-void Server::handle_completion(const httplib::Request& req, httplib::Response& res) {
+void Server::handle_completion(const std::string& body, httplib::Response& res) {
   const double t0 = now_s();
   try {
-    CompletionRequest cr = parse_completion_request(parse_body(req.body));
+    CompletionRequest cr = parse_completion_request(parse_body(body));
     check_model(cr.model);
     const tok::Tokenizer& tok = *model_.tokenizer;
     std::vector<int32_t> ids = cr.prompt_ids;

@@ -33,7 +33,11 @@ namespace mmx::server {
 struct ServerOptions {
   std::string api_key;                    // "" = no authentication; else "Authorization: Bearer KEY" on /v1/*
   double drop_reasoning_over = 0;         // 0 = off; else a fraction of the context (see prompt.h)
-  size_t max_body_bytes = size_t(8) << 20;  // larger bodies get 413
+  // Larger bodies get 413. Counted on what the server holds: the decoded bytes (chunked or not,
+  // after any Content-Encoding is undone), so neither chunking nor gzip can exceed it.
+  size_t max_body_bytes = size_t(8) << 20;
+  int max_headers = 100;                    // request header fields; more get 431
+  size_t max_header_bytes = size_t(32) << 10;  // their total size (names + values); more get 431
   int n_http_threads = 128;               // concurrent connections (a stream holds one; with fewer
                                           // threads than streaming clients requests were lost: issue 6)
   int stream_ping_ms = 1000;              // SSE comment ": ping" after this long without output
@@ -59,8 +63,8 @@ class Server {
 
  private:
   void routes();
-  void handle_chat(const httplib::Request& req, httplib::Response& res);
-  void handle_completion(const httplib::Request& req, httplib::Response& res);
+  void handle_chat(const std::string& body, httplib::Response& res);
+  void handle_completion(const std::string& body, httplib::Response& res);
   std::string new_id(const char* prefix);
   void check_model(const std::string& name) const;
 

@@ -18,147 +18,10 @@
 #include <string>
 #include <thread>
 
-#include "fake_engine.h"
-#include "model/tiny.h"
-#include "server/server.h"
+#include "server_fixture.h"
 
 namespace mmx::server {
 namespace {
-
-using json = nlohmann::json;
-using testing::FakeEngine;
-
-// ---- the tiny model's tokenizer and template, written once per test binary ----
-
-struct TinyAssets {
-  std::string dir;
-  std::unique_ptr<tok::Tokenizer> tok;
-  std::unique_ptr<ChatTemplate> tmpl;
-  int32_t eos = -1;
-  static TinyAssets& get() {
-    static TinyAssets a = [] {
-      TinyAssets t;
-      t.dir = (std::filesystem::temp_directory_path() / ("mmx_server_test_" + std::to_string(getpid()))).string();
-      TinyOptions o;
-      o.out_dir = t.dir;
-      o.seed = 1;
-      write_tiny_checkpoint(o);
-      t.tok = std::make_unique<tok::Tokenizer>(tok::Tokenizer::from_path(t.dir));
-      t.tmpl = std::make_unique<ChatTemplate>(ChatTemplate::from_dir(t.dir));
-      t.eos = t.tok->token_to_id("[e~[");
-      std::filesystem::remove_all(t.dir);
-      return t;
-    }();
-    return a;
-  }
-  std::vector<int32_t> say(const std::string& text, bool eos_after = true) const {
-    std::vector<int32_t> ids = tok->encode(text, false);
-    if (eos_after) ids.push_back(eos);
-    return ids;
-  }
-  std::string decode(const std::vector<int32_t>& ids) const { return tok->decode(ids, false); }
-};
-
-const char* kToolText =
-    "The user wants two things.</think>\n\n<minimax:tool_call>\n<invoke name=\"get_weather\">\n"
-    "<parameter name=\"city\">Paris</parameter>\n<parameter name=\"days\">3</parameter>\n</invoke>\n"
-    "<invoke name=\"get_time\">\n<parameter name=\"tz\">CET</parameter>\n</invoke>\n</minimax:tool_call>";
-
-json tools_json() {
-  return json::parse(R"([
-    {"type": "function", "function": {"name": "get_weather", "description": "Weather",
-      "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}}},
-    {"type": "function", "function": {"name": "get_time", "description": "Time",
-      "parameters": {"type": "object", "properties": {"tz": {"type": "string"}}}}}])");
-}
-
-// ---- one server + fake engine per test ----
-
-class ServerTest : public ::testing::Test {
- protected:
-  FakeEngine engine;
-  std::unique_ptr<Server> server;
-  int port = 0;
-  ServerOptions opts;
-  chat::OutputFormat format = chat::OutputFormat::kM2;
-
-  void SetUp() override {
-    std::signal(SIGPIPE, SIG_IGN);
-    engine.script = TinyAssets::get().say("Let me think.</think>\n\nHello there, friend!");
-  }
-  void start() {
-    ServedModel m;
-    m.name = "tiny-m2";
-    m.tokenizer = TinyAssets::get().tok.get();
-    m.chat_template = TinyAssets::get().tmpl.get();
-    m.format = format;
-    m.eos_ids = {TinyAssets::get().eos};
-    server = std::make_unique<Server>(engine, m, opts);
-    port = server->start("127.0.0.1", 0);
-    ASSERT_GT(port, 0);
-  }
-  void TearDown() override {
-    if (server) {
-      httplib::Client c("127.0.0.1", port);
-      auto h = c.Get("/health");  // every test ends with a healthy server
-      ASSERT_TRUE(h);
-      EXPECT_EQ(h->status, 200);
-      server->stop();
-    }
-  }
-  httplib::Result post(const std::string& path, const std::string& body, httplib::Headers h = {}) {
-    httplib::Client c("127.0.0.1", port);
-    c.set_read_timeout(20, 0);
-    return c.Post(path.c_str(), h, body, "application/json");
-  }
-  json post_json(const std::string& path, const json& body, int want_status = 200) {
-    auto r = post(path, body.dump());
-    EXPECT_TRUE(r);
-    if (!r) return json();
-    EXPECT_EQ(r->status, want_status) << r->body;
-    return json::parse(r->body);
-  }
-  static json chat_body(json extra = json::object()) {
-    json b = {{"model", "tiny-m2"}, {"messages", {{{"role", "user"}, {"content", "Hi"}}}}};
-    b.update(extra);
-    return b;
-  }
-};
-
-// "data: {...}\n\n" events -> JSON objects; the final "[DONE]" is checked and dropped.
-std::vector<json> sse_events(const std::string& body) {
-  std::vector<json> out;
-  size_t pos = 0;
-  bool done = false;
-  while (pos < body.size()) {
-    size_t end = body.find("\n\n", pos);
-    if (end == std::string::npos) break;
-    std::string ev = body.substr(pos, end - pos);
-    pos = end + 2;
-    if (ev.rfind(": ping", 0) == 0) continue;  // keep-alive comment
-    EXPECT_EQ(ev.rfind("data: ", 0), 0u) << ev;
-    ev = ev.substr(6);
-    EXPECT_FALSE(done) << "event after [DONE]";
-    if (ev == "[DONE]") done = true;
-    else out.push_back(json::parse(ev));
-  }
-  EXPECT_TRUE(done) << "no [DONE]";
-  EXPECT_EQ(pos, body.size());
-  return out;
-}
-
-void expect_error(const httplib::Result& r, int status, const std::string& what) {
-  ASSERT_TRUE(r) << what;
-  EXPECT_EQ(r->status, status) << what << ": " << r->body;
-  json j = json::parse(r->body, nullptr, false);
-  ASSERT_TRUE(j.is_object()) << what << ": " << r->body;
-  ASSERT_TRUE(j.contains("error")) << what;
-  EXPECT_TRUE(j["error"]["message"].is_string()) << what;
-  EXPECT_FALSE(j["error"]["message"].get<std::string>().empty()) << what;
-  EXPECT_TRUE(j["error"]["type"].is_string()) << what;
-  EXPECT_TRUE(j["error"].contains("param")) << what;
-  EXPECT_TRUE(j["error"].contains("code")) << what;
-}
 
 // ---- basic endpoints ----
 
@@ -327,47 +190,6 @@ TEST_F(ServerTest, ToolChoiceNoneAndNamedAndHistoryArgumentsAsStrings) {
   EXPECT_NE(prompt.find("<response>sunny</response>"), std::string::npos) << prompt;
 }
 
-// Hardening issue, finding 1 (reproduced on 0c34290: SIGSEGV, exit 139): a 40 KB assistant
-// message whose tool_calls[].function.arguments string nests 20,000 deep was parsed and rendered
-// by `tojson` recursively until the stack overflowed. Now a 400 naming messages, server healthy.
-TEST_F(ServerTest, HostileDeepToolCallArguments) {
-  start();
-  for (int depth : {20000, 65}) {
-    json msgs = json::array();
-    msgs.push_back({{"role", "user"}, {"content", "hi"}});
-    json call = {{"id", "c1"}, {"type", "function"},
-                 {"function", {{"name", "get_time"}, {"arguments", std::string(size_t(depth), '[') + std::string(size_t(depth), ']')}}}};
-    msgs.push_back({{"role", "assistant"}, {"content", nullptr}, {"tool_calls", json::array({call})}});
-    msgs.push_back({{"role", "tool"}, {"tool_call_id", "c1"}, {"content", "x"}});
-    auto r = post("/v1/chat/completions", json({{"messages", msgs}, {"tools", tools_json()}}).dump());
-    expect_error(r, 400, "deep arguments " + std::to_string(depth));
-    EXPECT_NE(r->body.find("nested deeper"), std::string::npos) << r->body;
-    EXPECT_EQ(json::parse(r->body)["error"]["param"], "messages");
-  }
-  // An object 60 deep is within the limit and renders.
-  std::string ok = "{\"a\": 1}";
-  for (int i = 0; i < 60; ++i) ok = "{\"a\": " + ok + "}";
-  json call = {{"id", "c1"}, {"type", "function"}, {"function", {{"name", "get_time"}, {"arguments", ok}}}};
-  json msgs = {{{"role", "user"}, {"content", "hi"}},
-               {{"role", "assistant"}, {"content", nullptr}, {"tool_calls", json::array({call})}},
-               {{"role", "tool"}, {"tool_call_id", "c1"}, {"content", "x"}}};
-  post_json("/v1/chat/completions", {{"messages", msgs}, {"tools", tools_json()}});
-}
-
-// Hardening issue, finding 7: a chat_template_kwargs key that is a template built-in (`range`) was
-// a 500, and `messages` replaced the validated messages ({"messages": [[1]]} -> 200).
-TEST_F(ServerTest, HostileChatTemplateKwargs) {
-  start();
-  for (const char* key : {"range", "namespace", "raise_exception", "messages", "tools", "add_generation_prompt",
-                          "bos_token", "eos_token"}) {
-    auto r = post("/v1/chat/completions", chat_body({{"chat_template_kwargs", {{key, json::array({json::array({1})})}}}}).dump());
-    expect_error(r, 400, key);
-    EXPECT_EQ(json::parse(r->body)["error"]["param"], "chat_template_kwargs") << key;
-    EXPECT_NE(r->body.find(key), std::string::npos) << r->body;
-  }
-  post_json("/v1/chat/completions", chat_body({{"chat_template_kwargs", {{"some_flag", true}}}}));  // ordinary kwarg
-}
-
 TEST_F(ServerTest, AppendThinkFormat) {
   format = chat::OutputFormat::kM2AppendThink;
   start();
@@ -506,17 +328,6 @@ TEST_F(ServerTest, ApiKey) {
   EXPECT_TRUE(engine.requests().size() == 1u);
 }
 
-// More choices than the server can ever queue: a 400 naming n, not a 429 no retry can win
-// (hardening issue, finding 8).
-TEST_F(ServerTest, MoreChoicesThanTheQueueIs400) {
-  engine.queue_capacity = 2;
-  start();
-  auto r = post("/v1/chat/completions", chat_body({{"n", 3}}).dump());
-  expect_error(r, 400, "n above the queue");
-  EXPECT_EQ(json::parse(r->body)["error"]["param"], "n");
-  EXPECT_EQ(post_json("/v1/chat/completions", chat_body({{"n", 2}}))["choices"].size(), 2u);
-}
-
 TEST_F(ServerTest, QueueFullIs429) {
   engine.max_in_flight = 0;
   start();
@@ -524,21 +335,6 @@ TEST_F(ServerTest, QueueFullIs429) {
   expect_error(post("/v1/chat/completions", chat_body({{"stream", true}}).dump()), 429, "stream");
   auto r = json::parse(post("/v1/chat/completions", chat_body().dump())->body);
   EXPECT_EQ(r["error"]["type"], "rate_limit_error");
-}
-
-// A TCP connection to 127.0.0.1:port (-1 on failure).
-int connect_loopback(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -1;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(uint16_t(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
 }
 
 // Raw socket: send a streaming request, read the first bytes, hang up.

@@ -141,6 +141,14 @@ void add_serve(CLI::App& app, Action& action) {
       ->check(CLI::NonNegativeNumber);
   c->add_option("--http-threads", o->server.n_http_threads, "Concurrent HTTP connections")
       ->capture_default_str()->check(CLI::Range(2, 1024));
+  c->add_option("--max-body-bytes", o->server.max_body_bytes,
+                "Request bodies larger than this, decoded (chunked or gzip included), get 413")
+      ->capture_default_str()->check(CLI::Range(size_t(1024), size_t(1) << 32));
+  c->add_option("--max-headers", o->server.max_headers, "Request header fields; more get 431")
+      ->capture_default_str()->check(CLI::Range(8, 10000));
+  c->add_option("--max-header-bytes", o->server.max_header_bytes,
+                "Total bytes of a request's header fields; more get 431")
+      ->capture_default_str()->check(CLI::Range(size_t(1024), size_t(1) << 24));
   c->add_option("-t,--threads", o->threads, "CPU threads for the model (0 = all cores)");
   add_load_options(c, &o->load);
   c->callback([o, &action] { action = [o] { run_serve(*o); }; });

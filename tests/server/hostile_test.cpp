@@ -1,0 +1,195 @@
+// The hardening issue's findings as regression tests: a real server on loopback (server_fixture.h)
+// and a client that misbehaves — deep nesting, template built-ins, framing a proxy would read
+// differently, bodies and headers past the limits by chunking or compression. Every test ends
+// with the fixture's health check. Findings 4-6 (memory that stays, slowloris, half-closed
+// clients) and the special-token injection are not covered yet.
+#include <poll.h>
+#include <zlib.h>
+
+#include <chrono>
+
+#include "server_fixture.h"
+
+namespace mmx::server {
+namespace {
+
+// Sends `bytes` (stopping early if the server closes), then reads until the server closes or
+// `timeout_ms` passes. Returns what came back ("" for nothing).
+std::string raw_exchange(int port, const std::string& bytes, int timeout_ms = 5000) {
+  const int fd = connect_loopback(port);
+  if (fd < 0) return "";
+  timeval tv{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  std::string out;
+  char buf[4096];
+  for (size_t off = 0; off < bytes.size();) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 0) > 0) break;  // the server answered (or closed) before taking everything
+    const ssize_t n = send(fd, bytes.data() + off, std::min<size_t>(bytes.size() - off, 8192), MSG_NOSIGNAL);
+    if (n <= 0) break;
+    off += size_t(n);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(timeout_ms)) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 100) <= 0) continue;
+    const ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    out.append(buf, size_t(n));
+  }
+  close(fd);
+  return out;
+}
+
+int status_of(const std::string& reply) {
+  return reply.rfind("HTTP/1.1 ", 0) == 0 ? std::atoi(reply.c_str() + 9) : -1;
+}
+
+std::string post_head(size_t content_length, const std::string& extra = "") {
+  return "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" + extra +
+         "Content-Length: " + std::to_string(content_length) + "\r\n\r\n";
+}
+
+std::string gzip(const std::string& in) {
+  z_stream z{};
+  EXPECT_EQ(deflateInit2(&z, 9, Z_DEFLATED, 15 + 16, 9, Z_DEFAULT_STRATEGY), Z_OK);  // +16: gzip wrapper
+  std::string out(deflateBound(&z, uLong(in.size())), '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+  z.avail_in = uInt(in.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = uInt(out.size());
+  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
+class HostileTest : public ServerTest {};
+
+// Hardening issue, finding 1 (reproduced on 0c34290: SIGSEGV, exit 139): a 40 KB assistant
+// message whose tool_calls[].function.arguments string nests 20,000 deep was parsed and rendered
+// by `tojson` recursively until the stack overflowed. Now a 400 naming messages, server healthy.
+TEST_F(HostileTest, HostileDeepToolCallArguments) {
+  start();
+  for (int depth : {20000, 65}) {
+    json msgs = json::array();
+    msgs.push_back({{"role", "user"}, {"content", "hi"}});
+    json call = {{"id", "c1"}, {"type", "function"},
+                 {"function", {{"name", "get_time"}, {"arguments", std::string(size_t(depth), '[') + std::string(size_t(depth), ']')}}}};
+    msgs.push_back({{"role", "assistant"}, {"content", nullptr}, {"tool_calls", json::array({call})}});
+    msgs.push_back({{"role", "tool"}, {"tool_call_id", "c1"}, {"content", "x"}});
+    auto r = post("/v1/chat/completions", json({{"messages", msgs}, {"tools", tools_json()}}).dump());
+    expect_error(r, 400, "deep arguments " + std::to_string(depth));
+    EXPECT_NE(r->body.find("nested deeper"), std::string::npos) << r->body;
+    EXPECT_EQ(json::parse(r->body)["error"]["param"], "messages");
+  }
+  // An object 60 deep is within the limit and renders.
+  std::string ok = "{\"a\": 1}";
+  for (int i = 0; i < 60; ++i) ok = "{\"a\": " + ok + "}";
+  json call = {{"id", "c1"}, {"type", "function"}, {"function", {{"name", "get_time"}, {"arguments", ok}}}};
+  json msgs = {{{"role", "user"}, {"content", "hi"}},
+               {{"role", "assistant"}, {"content", nullptr}, {"tool_calls", json::array({call})}},
+               {{"role", "tool"}, {"tool_call_id", "c1"}, {"content", "x"}}};
+  post_json("/v1/chat/completions", {{"messages", msgs}, {"tools", tools_json()}});
+}
+
+// Hardening issue, finding 7: a chat_template_kwargs key that is a template built-in (`range`) was
+// a 500, and `messages` replaced the validated messages ({"messages": [[1]]} -> 200).
+TEST_F(HostileTest, HostileChatTemplateKwargs) {
+  start();
+  for (const char* key : {"range", "namespace", "raise_exception", "messages", "tools", "add_generation_prompt",
+                          "bos_token", "eos_token"}) {
+    auto r = post("/v1/chat/completions", chat_body({{"chat_template_kwargs", {{key, json::array({json::array({1})})}}}}).dump());
+    expect_error(r, 400, key);
+    EXPECT_EQ(json::parse(r->body)["error"]["param"], "chat_template_kwargs") << key;
+    EXPECT_NE(r->body.find(key), std::string::npos) << r->body;
+  }
+  post_json("/v1/chat/completions", chat_body({{"chat_template_kwargs", {{"some_flag", true}}}}));  // ordinary kwarg
+}
+
+// More choices than the server can ever queue: a 400 naming n, not a 429 no retry can win
+// (hardening issue, finding 8).
+TEST_F(HostileTest, MoreChoicesThanTheQueueIs400) {
+  engine.queue_capacity = 2;
+  start();
+  auto r = post("/v1/chat/completions", chat_body({{"n", 3}}).dump());
+  expect_error(r, 400, "n above the queue");
+  EXPECT_EQ(json::parse(r->body)["error"]["param"], "n");
+  EXPECT_EQ(post_json("/v1/chat/completions", chat_body({{"n", 2}}))["choices"].size(), 2u);
+}
+
+// Finding 2: a 4 KB gzip body that inflates to 4 MB was inflated whole past the size limit. The
+// cap now counts decoded bytes: 413 once it is crossed. A small gzip body still works.
+TEST_F(HostileTest, GzipBodyIsCappedDecoded) {
+  opts.max_body_bytes = 64 << 10;
+  start();
+  const std::string bomb = gzip(std::string(4 << 20, ' '));
+  ASSERT_LT(bomb.size(), size_t(64 << 10));
+  EXPECT_EQ(status_of(raw_exchange(port, post_head(bomb.size(), "Content-Encoding: gzip\r\n") + bomb)), 413);
+  const std::string ok = gzip(chat_body().dump());
+  const std::string reply = raw_exchange(port, post_head(ok.size(), "Content-Encoding: gzip\r\nConnection: close\r\n") + ok);
+  EXPECT_EQ(status_of(reply), 200) << reply;
+  EXPECT_EQ(engine.requests().size(), 1u) << "only the small one reached the engine";
+}
+
+// Finding 3: a chunked body had no total limit (100 MB read and tokenized). 413 past the cap.
+TEST_F(HostileTest, ChunkedBodyIsCapped) {
+  opts.max_body_bytes = 64 << 10;
+  start();
+  std::string req = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+  const std::string chunk(8192, 'x');
+  for (int i = 0; i < 128; ++i) req += "2000\r\n" + chunk + "\r\n";  // 1 MB in 8 KB chunks
+  req += "0\r\n\r\n";
+  EXPECT_EQ(status_of(raw_exchange(port, req)), 413);
+  // Chunked under the cap is an ordinary request.
+  const std::string body = chat_body().dump();
+  char len[16];
+  std::snprintf(len, sizeof len, "%zx", body.size());
+  const std::string small = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                            "Transfer-Encoding: chunked\r\n\r\n" + std::string(len) + "\r\n" + body + "\r\n0\r\n\r\n";
+  EXPECT_EQ(status_of(raw_exchange(port, small)), 200);
+  EXPECT_EQ(engine.requests().size(), 1u);
+}
+
+// Finding 8: Transfer-Encoding with Content-Length (a front proxy and we could frame the body
+// differently: request smuggling) is refused, and the connection is closed.
+TEST_F(HostileTest, TransferEncodingWithContentLengthIs400) {
+  start();
+  const std::string body = chat_body().dump();
+  char len[16];
+  std::snprintf(len, sizeof len, "%zx", body.size());
+  const std::string req = post_head(body.size(), "Transfer-Encoding: chunked\r\n") + std::string(len) + "\r\n" + body +
+                          "\r\n0\r\n\r\nGET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+  const std::string reply = raw_exchange(port, req);
+  EXPECT_EQ(status_of(reply), 400) << reply;
+  EXPECT_NE(reply.find("smuggling"), std::string::npos);
+  EXPECT_EQ(reply.find("HTTP/1.1 200"), std::string::npos) << "the pipelined request after it was not served";
+  EXPECT_TRUE(engine.requests().empty());
+}
+
+// Finding 8: header fields are limited in number and total size (431), before any body is read.
+TEST_F(HostileTest, TooManyOrTooLargeHeadersAre431) {
+  start();
+  std::string many;
+  for (int i = 0; i < 500; ++i) many += "X-Junk-" + std::to_string(i) + ": v\r\n";
+  EXPECT_EQ(status_of(raw_exchange(port, post_head(10, many) + "0123456789")), 431);
+  std::string big;
+  for (int i = 0; i < 6; ++i) big += "X-Big-" + std::to_string(i) + ": " + std::string(7000, 'a') + "\r\n";
+  EXPECT_EQ(status_of(raw_exchange(port, post_head(10, big) + "0123456789")), 431);
+  EXPECT_TRUE(engine.requests().empty());
+}
+
+// Finding 2 (second half): with --api-key, an unauthenticated request is refused from its head
+// alone: the 401 comes back while the declared 7 MB body has not been sent at all.
+TEST_F(HostileTest, AuthIsCheckedBeforeTheBody) {
+  opts.api_key = "sekrit";
+  start();
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string reply = raw_exchange(port, post_head(7 << 20), 3000);
+  EXPECT_EQ(status_of(reply), 401) << reply;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(2500)) << "it waited for the body";
+  EXPECT_NE(reply.find("Connection: close"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace mmx::server

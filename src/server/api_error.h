@@ -44,4 +44,13 @@ struct ApiError : std::runtime_error {
   throw ApiError(400, message, param);
 }
 
+// The 400 for a prompt that leaves nothing to generate; `n_prompt` says how many tokens it has
+// ("312", or "at least 9000" when it was refused from its size before encoding).
+[[noreturn]] inline void context_exceeded(int64_t context, const std::string& n_prompt, const std::string& param) {
+  throw ApiError(400,
+                 "This model's maximum context length is " + std::to_string(context) + " tokens; the prompt has " +
+                     n_prompt + " tokens (at least one token must be left to generate)",
+                 param, "context_length_exceeded");
+}
+
 }  // namespace mmx::server

@@ -66,6 +66,10 @@ ChatPrompt build_chat_prompt(const ServedModel& m, const ChatRequest& req, doubl
     if (msg.contains("content") && msg["content"].is_null()) msg["content"] = "";
   ChatPrompt p;
   p.text = render(m, messages, req);
+  // Too long to fit whatever it encodes to: refused before encoding (unless dropping reasoning
+  // may still shorten it).
+  if (const int64_t at_least = m.tokenizer->min_tokens(p.text.size()); drop_over == 0 && at_least >= context_limit)
+    context_exceeded(context_limit, "at least " + std::to_string(at_least), "messages");
   p.ids = m.tokenizer->encode(p.text, /*add_special_tokens=*/false);
   p.n_tokens_before_drop = int64_t(p.ids.size());
   if (drop_over > 0) {

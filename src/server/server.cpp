@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <malloc.h>
 #include <httplib.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -246,6 +247,11 @@ static void widen_listen_backlog(int port) {
   closedir(d);
 }
 
+void configure_memory_return() {
+  mallopt(M_MMAP_THRESHOLD, 256 << 10);  // setting it fixes it: no dynamic raise
+  mallopt(M_TRIM_THRESHOLD, 1 << 20);
+}
+
 int Server::start(const std::string& host, int port) {
   int bound = port;
   if (port == 0) bound = http_->bind_to_any_port(host);
@@ -409,11 +415,7 @@ GenRequest make_gen_request(const GenerationParams& p, std::vector<int32_t> ids,
                             int64_t default_max_tokens,
                             const std::vector<int32_t>& eos, const char* prompt_param) {
   const int64_t n_prompt = int64_t(ids.size());
-  if (n_prompt >= context)
-    throw ApiError(400,
-                   "This model's maximum context length is " + std::to_string(context) + " tokens; the prompt has " +
-                       std::to_string(n_prompt) + " tokens (at least one token must be left to generate)",
-                   prompt_param, "context_length_exceeded");
+  if (n_prompt >= context) context_exceeded(context, std::to_string(n_prompt), prompt_param);
   GenRequest g;
   g.prompt = std::move(ids);
   g.sampling = p.sampling;
@@ -475,6 +477,9 @@ void Server::handle_completion(const std::string& body, httplib::Response& res) 
     const tok::Tokenizer& tok = *model_.tokenizer;
     std::vector<int32_t> ids = cr.prompt_ids;
     if (ids.empty()) {
+      // Too long to fit whatever it encodes to: refused before encoding (megabytes of ids otherwise).
+      if (const int64_t at_least = tok.min_tokens(cr.prompt_text.size()); at_least >= engine_.context_limit())
+        context_exceeded(engine_.context_limit(), "at least " + std::to_string(at_least), "prompt");
       ids = tok.encode(cr.prompt_text, /*add_special_tokens=*/true);
       if (ids.empty()) bad_request("'prompt' has no tokens", "prompt");
     }

@@ -47,6 +47,13 @@ struct ServerOptions {
   int64_t default_max_tokens = 8192;
 };
 
+// Process-wide: makes glibc give large freed blocks back to the system. Its default mmap
+// threshold rises to the size of each large block freed (up to 32 MiB), after which such blocks
+// come from the heap arenas — one per busy thread — and stay there: RSS kept every huge rejected
+// request's buffers (hardening issue, finding 4). A fixed threshold (256 KiB) keeps every larger
+// block mmapped, so freeing it returns it. Call once at start-up, before threads are spawned.
+void configure_memory_return();
+
 class Server {
  public:
   // `engine` and the pointers in `model` must outlive the server.

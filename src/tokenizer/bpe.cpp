@@ -61,6 +61,7 @@ BpeModel BpeModel::from_json(const json& m, bool byte_level) {
            it.key(), v.dump(), max_allowed, vocab.size());
     const int32_t id = int32_t(v.get<int64_t>());
     b.vocab_.emplace(it.key(), id);
+    b.max_token_bytes_ = std::max(b.max_token_bytes_, it.key().size());
     max_id = std::max(max_id, id);
   }
   b.id_to_token_.assign(size_t(max_id + 1), std::string());

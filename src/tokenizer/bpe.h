@@ -41,6 +41,7 @@ class BpeModel {
   const std::string* id_to_token(int32_t id) const;
   int32_t max_id() const { return int32_t(id_to_token_.size()) - 1; }
   size_t vocab_count() const { return vocab_.size(); }  // entries (HF's get_vocab_size)
+  size_t max_token_bytes() const { return max_token_bytes_; }  // longest entry, UTF-8 bytes
   bool is_byte_level() const { return byte_level_; }
 
  private:
@@ -68,6 +69,7 @@ class BpeModel {
   int32_t byte_ids_[256];
   int32_t byte_fallback_ids_[256];
   bool byte_level_ = false, ignore_merges_ = false, byte_fallback_ = false, fuse_unk_ = false;
+  size_t max_token_bytes_ = 1;
   int32_t unk_id_ = -1;
 };
 

@@ -3,6 +3,8 @@
 // decides which runs are kept and how delimiters attach.
 #include "tokenizer/pretokenizer.h"
 
+#include "base/scratch.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -137,6 +139,9 @@ void PreTokenizer::apply(const Step& s, std::string_view text, const std::vector
     for (const Seg& g : res)
       if (g.e > g.b) out.push_back({p.begin + g.b, p.begin + g.e});
   }
+  release_if_large(matches);
+  release_if_large(segs);
+  release_if_large(res);
 }
 
 void PreTokenizer::split(std::string_view text, std::vector<Piece>& out) const {
@@ -153,6 +158,8 @@ void PreTokenizer::split(std::string_view text, std::vector<Piece>& out) const {
     apply(steps_[k], text, a, dst);
     if (&dst == &b) std::swap(a, b);
   }
+  release_if_large(a);
+  release_if_large(b);
 }
 
 }  // namespace mmx::tok

@@ -1,6 +1,8 @@
 // mmx::Tokenizer (see tokenizer.h): loading and the encode / decode pipelines.
 #include "tokenizer/tokenizer.h"
 
+#include "base/scratch.h"
+
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
@@ -75,6 +77,7 @@ void Tokenizer::encode_plain(std::string_view text, std::vector<int32_t>& out, B
   pieces.clear();
   pretokenizer_.split(text, pieces);
   for (const Piece& p : pieces) model_.encode_piece(text.substr(p.begin, p.end - p.begin), out, cache);
+  release_if_large(pieces);
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view input, bool add_special_tokens) const {
@@ -160,6 +163,16 @@ int32_t Tokenizer::vocab_size() const {
   int32_t m = model_.max_id();
   for (const AddedToken& a : added_.tokens()) m = std::max(m, a.id);
   return m + 1;
+}
+
+int64_t Tokenizer::min_tokens(size_t bytes) const {
+  size_t longest = model_.max_token_bytes();
+  for (const AddedToken& t : added_.tokens()) {
+    if (t.lstrip || t.rstrip) return 0;  // it also swallows the whitespace around it: no bound
+    longest = std::max(longest, t.content.size());
+  }
+  const size_t per_id = longest * (normalizer_.is_identity() ? 1 : 4);
+  return int64_t(bytes / std::max<size_t>(per_id, 1));
 }
 
 bool Tokenizer::is_special(int32_t id) const {

@@ -52,6 +52,13 @@ class Tokenizer {
   bool has_id(int32_t id) const;
   // 1 + the largest id of the vocabulary and added tokens (ids may have holes).
   int32_t vocab_size() const;
+  // A lower bound on encode(text).size() for any text of `bytes` bytes: no id covers more than
+  // the longest vocabulary entry or added token (byte-level entries are spelled with 1-2 UTF-8
+  // bytes per covered byte, so their spelling bounds it), with room for a normalizer that
+  // composes (NFC shrinks text by less than 4x); 0 when an added token strips the whitespace
+  // around it (one id can then cover any number of bytes). Lets a server refuse an over-context
+  // prompt without encoding it.
+  int64_t min_tokens(size_t bytes) const;
   bool is_special(int32_t id) const;
 
   // ---- for the incremental detokenizer ----

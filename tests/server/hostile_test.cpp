@@ -191,5 +191,51 @@ TEST_F(HostileTest, AuthIsCheckedBeforeTheBody) {
   EXPECT_NE(reply.find("Connection: close"), std::string::npos);
 }
 
+// This process's resident set, MiB (/proc/self/statm).
+double rss_mib() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  long pages = 0, resident = 0;
+  if (f) {
+    if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+    std::fclose(f);
+  }
+  return double(resident) * double(sysconf(_SC_PAGESIZE)) / double(1 << 20);
+}
+
+// Finding 4: 18 sequential 7.9 MB over-context prompts, each answered 400, grew RSS 277 MB ->
+// 3.0 GB and kept it: each was tokenized whole before the context check, and per-thread scratch
+// kept the largest input seen. Now a prompt that cannot fit is refused from its size, before
+// encoding; scratch is given back; large freed blocks return to the system.
+TEST_F(HostileTest, HugeRejectedPromptsGiveMemoryBack) {
+  configure_memory_return();
+  opts.max_body_bytes = 16 << 20;
+  engine.context = 4096;
+  start();
+  const std::string huge = chat_body({{"messages", {{{"role", "user"}, {"content", std::string(7900000, 'a')}}}}}).dump();
+  const std::string req = post_head(huge.size(), "Connection: close\r\n") + huge;
+  auto one = [&] {
+    const std::string reply = raw_exchange(port, req, 20000);
+    EXPECT_EQ(status_of(reply), 400);
+    EXPECT_NE(reply.find("context_length_exceeded"), std::string::npos) << reply.substr(0, 300);
+  };
+  for (int i = 0; i < 2; ++i) one();  // warm-up: the pools, the template, the first buffers
+  const double base = rss_mib();
+  for (int i = 0; i < 6; ++i) one();
+  const double after = rss_mib();
+  std::printf("RSS after 2 huge rejected prompts %.1f MiB, after 6 more %.1f MiB\n", base, after);
+  EXPECT_LT(after - base, 48.0) << "RSS kept growing: " << base << " -> " << after << " MiB";
+  EXPECT_TRUE(engine.requests().empty());
+}
+
+// The size precheck is a true lower bound: min_tokens(bytes) never exceeds what encoding gives.
+TEST(TokenizerBound, MinTokensIsALowerBound) {
+  const tok::Tokenizer& tk = *TinyAssets::get().tok;
+  for (const std::string& text : {std::string(5000, 'a'), std::string(3000, ' '), std::string("]~b]user\nhi[e~["),
+                                  std::string("caf\u00e9 \U0001F642 \xff\xfe tail")}) {
+    EXPECT_LE(tk.min_tokens(text.size()), int64_t(tk.encode(text).size())) << text.substr(0, 40);
+  }
+  EXPECT_GT(tk.min_tokens(1 << 20), 0);
+}
+
 }  // namespace
 }  // namespace mmx::server

@@ -54,6 +54,7 @@ chat::OutputFormat pick_format(Family family, const std::string& name) {
 }
 
 void run_serve(Opts o) {
+  server::configure_memory_return();
   ops::set_n_threads(o.threads);
   if (!std::filesystem::exists(std::filesystem::path(o.model) / "tokenizer.json"))
     fail("{} has no tokenizer.json: the server needs the checkpoint's tokenizer", o.model);

@@ -1,8 +1,8 @@
 // The hardening issue's findings as regression tests: a real server on loopback (server_fixture.h)
 // and a client that misbehaves — deep nesting, template built-ins, framing a proxy would read
 // differently, bodies and headers past the limits by chunking or compression. Every test ends
-// with the fixture's health check. Findings 4-6 (memory that stays, slowloris, half-closed
-// clients) and the special-token injection are not covered yet.
+// with the fixture's health check. Not covered yet: slowloris (finding 5), the half-closed client
+// (finding 6: written, disabled until the connection model changes) and special-token injection.
 #include <poll.h>
 #include <zlib.h>
 
@@ -189,6 +189,34 @@ TEST_F(HostileTest, AuthIsCheckedBeforeTheBody) {
   EXPECT_EQ(status_of(reply), 401) << reply;
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(2500)) << "it waited for the body";
   EXPECT_NE(reply.find("Connection: close"), std::string::npos);
+}
+
+// Finding 6: a client that half-closes (SHUT_WR after its request, as `nc -N` or a proxy that
+// forwards the FIN does) still reads: it must get its whole answer, streamed or not.
+// DISABLED: it fails today (reproduced: no reply at all, the stream cancelled) — cpp-httplib
+// 0.11 decides a socket is dead when a peeked read returns EOF, before every write; the handler
+// cannot reach the socket. It is enabled with the connection-model change (finding 5).
+TEST_F(HostileTest, DISABLED_HalfClosedClientGetsItsAnswer) {
+  engine.token_delay_ms = 5;
+  start();
+  for (bool stream : {false, true}) {
+    SCOPED_TRACE(stream ? "stream" : "whole");
+    const std::string body = chat_body({{"stream", stream}}).dump();
+    const int fd = connect_loopback(port);
+    ASSERT_GE(fd, 0);
+    const std::string req = post_head(body.size(), "Connection: close\r\n") + body;
+    ASSERT_EQ(send(fd, req.data(), req.size(), MSG_NOSIGNAL), ssize_t(req.size()));
+    shutdown(fd, SHUT_WR);
+    std::string reply;
+    char buf[4096];
+    timeval tv{10, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    for (ssize_t n; (n = recv(fd, buf, sizeof buf, 0)) > 0;) reply.append(buf, size_t(n));
+    close(fd);
+    EXPECT_EQ(status_of(reply), 200) << reply.substr(0, 200);
+    EXPECT_NE(reply.find(stream ? "[DONE]" : "Hello there, friend!"), std::string::npos) << reply.substr(0, 400);
+  }
+  EXPECT_EQ(engine.n_cancelled(), 0);
 }
 
 // This process's resident set, MiB (/proc/self/statm).

@@ -40,9 +40,7 @@ bool is_space(char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
 }
 
-struct Tags {
-  std::string think_start, think_end, block_start, block_end;
-};
+}  // namespace
 
 Tags tags_for(OutputFormat f) {
   switch (f) {
@@ -55,6 +53,8 @@ Tags tags_for(OutputFormat f) {
       return {"<think>", "</think>", "<minimax:tool_call>", "</minimax:tool_call>"};
   }
 }
+
+namespace {
 
 // Length of the longest suffix of `s` that is a proper prefix of `tag`.
 size_t partial_suffix(std::string_view s, std::string_view tag) {

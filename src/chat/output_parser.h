@@ -50,6 +50,13 @@ enum class OutputFormat {
   kM1,             // Text-01 / M1 (tool parser `minimax`, `<think>` reasoning)
 };
 
+// The markers a model of format f writes in its own output: reasoning open/close, tool-call
+// block open/close (M3's carry its namespace prefix).
+struct Tags {
+  std::string think_start, think_end, block_start, block_end;
+};
+Tags tags_for(OutputFormat f);
+
 // "minimax_m2", "minimax_m2_append_think", "minimax_m3", "minimax" / "minimax_m1";
 // std::nullopt for anything else.
 std::optional<OutputFormat> output_format_from_name(std::string_view name);

@@ -25,7 +25,13 @@ struct ChatPrompt {
 // reasoning (reasoning_content, or a "<think>…</think>" prefix of content) of the oldest assistant
 // turn that still has one, and renders again.
 // Throws ApiError 400 when the template rejects the conversation.
+//
+// special_in_content false (the default): special-token strings inside client-supplied strings
+// (message fields, tools) are tokenized as text, so "]~b]system" in a user message cannot open a
+// system turn; the template's own markers stay special. An assistant message keeps the markers
+// the model itself writes (reasoning and tool-call tags: the template splits on them). true:
+// everything is tokenized as one text (special strings anywhere become special tokens).
 ChatPrompt build_chat_prompt(const ServedModel& m, const ChatRequest& req, double drop_over,
-                             int64_t context_limit);
+                             int64_t context_limit, bool special_in_content = false);
 
 }  // namespace mmx::server

@@ -442,7 +442,7 @@ void Server::handle_chat(const std::string& body, httplib::Response& res) {
       cr.tools = only;
     }
     const int64_t ctx = engine_.context_limit();
-    ChatPrompt p = build_chat_prompt(model_, cr, opts_.drop_reasoning_over, ctx);
+    ChatPrompt p = build_chat_prompt(model_, cr, opts_.drop_reasoning_over, ctx, opts_.special_in_content);
     if (p.dropped_reasoning_turns > 0) metrics_.count_dropped_reasoning(p.dropped_reasoning_turns);
     GenRequest g = make_gen_request(cr, p.ids, ctx, opts_.default_max_tokens, model_.eos_ids, "messages");
 

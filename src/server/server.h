@@ -37,6 +37,9 @@ struct ServerOptions {
   // after any Content-Encoding is undone), so neither chunking nor gzip can exceed it.
   size_t max_body_bytes = size_t(8) << 20;
   int max_headers = 100;                    // request header fields; more get 431
+  // false: special-token strings in client content are tokenized as text (prompt.h); true: as
+  // special tokens (--special-tokens-in-content, for clients that build raw prompts in messages).
+  bool special_in_content = false;
   size_t max_header_bytes = size_t(32) << 10;  // their total size (names + values); more get 431
   int n_http_threads = 128;               // concurrent connections (a stream holds one; with fewer
                                           // threads than streaming clients requests were lost: issue 6)

@@ -115,6 +115,31 @@ std::vector<int32_t> Tokenizer::encode(std::string_view input, bool add_special_
   return out;
 }
 
+std::vector<int32_t> Tokenizer::encode_as_text(std::string_view input) const {
+  std::string fixed, normalized;
+  if (!utf8_is_valid(input)) {
+    fixed = utf8_lossy(input);
+    input = fixed;
+  }
+  if (!normalizer_.is_identity()) {
+    normalizer_.apply(input, normalized);
+    input = normalized;
+  }
+  std::vector<int32_t> out;
+  std::unique_lock<std::mutex> lock(cache_->mu, std::try_to_lock);
+  encode_plain(input, out, lock.owns_lock() ? cache_.get() : nullptr);
+  return out;
+}
+
+std::vector<std::pair<size_t, size_t>> Tokenizer::added_token_spans(std::string_view text) const {
+  std::vector<Segment> segs;
+  added_.split(text, /*normalized_pass=*/false, segs);
+  std::vector<std::pair<size_t, size_t>> spans;
+  for (const Segment& s : segs)
+    if (s.id >= 0) spans.emplace_back(s.begin, s.end);
+  return spans;
+}
+
 bool Tokenizer::token_string(int32_t id, std::string& out) const {
   if (const AddedToken* a = added_.find_id(id)) {
     out = a->content;

@@ -44,6 +44,12 @@ class Tokenizer {
   // text -> ids. Special-token strings in the text are always recognized; add_special_tokens
   // adds the post-processor's tokens (e.g. BOS) around the result.
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens = false) const;
+  // text -> ids with no added token matched: every byte is text (normalizer, pre-tokenizer, BPE).
+  // For user-supplied content inside a prompt whose own markers stay special.
+  std::vector<int32_t> encode_as_text(std::string_view text) const;
+  // The byte spans [begin, end) of `text` that encode() would turn into added tokens (raw-text
+  // tokens, lstrip/rstrip widening included), in order.
+  std::vector<std::pair<size_t, size_t>> added_token_spans(std::string_view text) const;
   // ids -> text; unknown ids are skipped (as HF does); skip_special_tokens drops special added tokens.
   std::string decode(std::span<const int32_t> ids, bool skip_special_tokens = false) const;
 

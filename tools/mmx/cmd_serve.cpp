@@ -145,6 +145,9 @@ void add_serve(CLI::App& app, Action& action) {
   c->add_option("--max-body-bytes", o->server.max_body_bytes,
                 "Request bodies larger than this, decoded (chunked or gzip included), get 413")
       ->capture_default_str()->check(CLI::Range(size_t(1024), size_t(1) << 32));
+  c->add_flag("--special-tokens-in-content", o->server.special_in_content,
+              "Tokenize special-token strings inside chat messages and tools as special tokens (default: as "
+              "text, so a user cannot write a role marker; the template's own markers are always special)");
   c->add_option("--max-headers", o->server.max_headers, "Request header fields; more get 431")
       ->capture_default_str()->check(CLI::Range(8, 10000));
   c->add_option("--max-header-bytes", o->server.max_header_bytes,

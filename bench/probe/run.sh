@@ -24,6 +24,6 @@ wait
 train text01-linear --arch minimax_text01 --full-attn-interval 99 &
 train m3 --arch minimax_m3 --dense-ffn 128 --shared-ffn 32 --index-dim 16 --msa-block 8 --msa-topk 4 --index-loss-weight 1 &
 wait
-"$MMX" probe --synthetic --pairs 8 --n 100 --distances 0,32,64,96,224,480,992 \
+"$MMX" probe --synthetic --pairs 8 --window 128 --n 100 --distances 0,32,64,96,224,480,992 \
   -m "$OUT/m2" -m "$OUT/text01-hybrid" -m "$OUT/text01-linear" -m "$OUT/m3" \
   --csv "$OUT/probe.csv" --plot "$OUT/probe.png" | tee "$OUT/probe.txt"

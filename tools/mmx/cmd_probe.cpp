@@ -32,6 +32,7 @@ struct Opts {
   int threads = 0;
   bool synthetic = false;
   int64_t pairs = 16;
+  int64_t window = 0;
   LoadOptions load;
 };
 
@@ -41,9 +42,9 @@ struct SynthScore {
   double nll = 0;
   int64_t exact = 0, queries = 0, len = 0;
 };
-SynthScore score_synthetic(Model& model, uint64_t seed, int64_t pairs, int64_t filler, int64_t index) {
+SynthScore score_synthetic(Model& model, uint64_t seed, int64_t pairs, int64_t filler, int64_t window, int64_t index) {
   SynthScore r;
-  r.len = 4 * pairs + filler;
+  r.len = std::max(window, 4 * pairs + filler);  // leading filler up to the trained window
   std::vector<int32_t> tokens(static_cast<size_t>(r.len)), targets(static_cast<size_t>(r.len));
   train::retrieval_sequence(~seed ^ 0x5eed, (uint64_t(filler) << 32) + uint64_t(index), r.len, pairs, filler,
                             tokens.data(), targets.data());
@@ -86,13 +87,17 @@ void plot(const std::string& csv, const std::string& png, const std::vector<std:
     return;
   }
   std::string lines;
-  for (size_t m = 0; m < models.size(); ++m)
+  for (size_t m = 0; m < models.size(); ++m) {
+    std::string name = models[m];
+    while (name.size() > 1 && name.back() == '/') name.pop_back();
+    name = name.substr(name.find_last_of('/') + 1);  // the directory's own name
     lines += fmt::format("{}'{}' using 2:($1 == {} ? $7 : 1/0) with linespoints lw 2 pt 7 title '{}'",
-                         m ? ", \\\n     " : "", csv, m, models[m]);
+                         m ? ", \\\n     " : "", csv, m, name);
+  }
   const std::string script = fmt::format(
-      "set terminal png size 900,540\nset output '{}'\nset datafile separator ','\nset key top right\n"
-      "set logscale x 2\nset xlabel 'distance (filler tokens between the plant and the query)'\n"
-      "set ylabel 'exact copies of the planted value (%)'\nset yrange [0:100]\nset grid\nplot {}\n",
+      "set terminal png size 900,540\nset output '{}'\nset datafile separator ','\nset key outside right\n"
+      "set xlabel 'distance (filler tokens between the plant and the query)'\n"
+      "set ylabel 'exact copies of the planted value (%)'\nset yrange [0:105]\nset grid\nplot {}\n",
       png, lines);
   const std::string gp = png + ".gnuplot";
   std::ofstream(gp) << script;
@@ -112,6 +117,10 @@ void add_probe(CLI::App& app, Action& action) {
               "Probe models trained by `mmx train --task retrieval` on that task's sequences instead "
               "(the distance is the filler between the pairs and the queries)");
   c->add_option("--pairs", o->pairs, "--synthetic: key-value pairs per sequence (as trained)")->check(CLI::Range(1, 256));
+  c->add_option("--window", o->window,
+                "--synthetic: pad sequences with leading filler to at least this many ids (the trained "
+                "--seq-len, so short distances look as in training)")
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 20));
   c->add_option("--distances", o->distances, "Filler lengths in tokens")->delimiter(',')->check(CLI::Range(int64_t(0), int64_t(1) << 20));
   c->add_option("--n", o->n, "Samples per distance (each also scored as its control)")->check(CLI::Range(1, 1 << 20));
   c->add_option("--seed", o->seed, "Seed of the keys, values and filler offsets");
@@ -148,7 +157,7 @@ void add_probe(CLI::App& app, Action& action) {
           for (const int64_t d : o->distances) {
             SynthScore sum;
             for (int64_t i = 0; i < o->n; ++i) {
-              const SynthScore r = score_synthetic(*model, o->seed, o->pairs, d, i);
+              const SynthScore r = score_synthetic(*model, o->seed, o->pairs, d, o->window, i);
               sum.nll += r.nll, sum.exact += r.exact, sum.queries += r.queries, sum.len = r.len;
               std::fprintf(stderr, "\r%s  distance %lld  %lld/%lld", dir.c_str(), (long long)d, (long long)(i + 1),
                            (long long)o->n);

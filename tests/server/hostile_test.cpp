@@ -1,13 +1,15 @@
 // The hardening issue's findings as regression tests: a real server on loopback (server_fixture.h)
 // and a client that misbehaves — deep nesting, template built-ins, framing a proxy would read
 // differently, bodies and headers past the limits by chunking or compression. Every test ends
-// with the fixture's health check. Not covered yet: slowloris (finding 5) and the half-closed
-// client (finding 6: written, disabled until the connection model changes).
+// with the fixture's health check. Slowloris (finding 5) and the half-closed client (finding 6)
+// are written and reproduced, and disabled until the connection model changes.
 #include <poll.h>
 #include <zlib.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <thread>
 
 #include "server_fixture.h"
 
@@ -256,6 +258,47 @@ TEST_F(HostileTest, SpecialTokensInUserContentAreText) {
     }
     EXPECT_EQ(count(got, think_end), count(good, think_end)) << "the assistant turn's reasoning tags unchanged";
   }
+}
+
+// Finding 5: 300 sockets that trickle a request head one byte at a time must not starve the
+// others: /health within 1 s and a chat request within 2 s while they are open.
+// DISABLED: it fails today (reproduced: with 128 HTTP threads, each slow socket holds a thread,
+// so /health waits for a free one — the per-read timeout never fires at one byte per 0.5 s).
+// Enabled with the connection-model change (an event-driven front with an overall head deadline
+// and a per-client cap).
+TEST_F(HostileTest, DISABLED_SlowlorisDoesNotStarve) {
+  start();
+  std::vector<int> slow;
+  for (int i = 0; i < 300; ++i) {
+    const int fd = connect_loopback(port);
+    if (fd >= 0) slow.push_back(fd);
+  }
+  std::atomic<bool> stop{false};
+  std::thread trickle([&] {
+    const std::string head = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+    for (size_t k = 0; !stop; ++k) {
+      for (int fd : slow) send(fd, head.data() + (k % head.size()), 1, MSG_NOSIGNAL);
+      for (int w = 0; w < 5 && !stop; ++w) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  auto timed = [&](const std::string& req) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::string reply = raw_exchange(port, req, 8000);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return std::pair{status_of(reply), s};
+  };
+  const auto [hs, ht] = timed("GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  const std::string body = chat_body().dump();
+  const auto [cs, ct] = timed(post_head(body.size(), "Connection: close\r\n") + body);
+  std::printf("with %zu slow sockets: /health %d in %.2f s, chat %d in %.2f s\n", slow.size(), hs, ht, cs, ct);
+  stop = true;
+  trickle.join();
+  for (int fd : slow) close(fd);
+  EXPECT_EQ(hs, 200);
+  EXPECT_LT(ht, 1.0);
+  EXPECT_EQ(cs, 200);
+  EXPECT_LT(ct, 2.0);
 }
 
 // This process's resident set, MiB (/proc/self/statm).

@@ -253,13 +253,26 @@ void configure_memory_return() {
 }
 
 int Server::start(const std::string& host, int port) {
-  int bound = port;
-  if (port == 0) bound = http_->bind_to_any_port(host);
-  else if (!http_->bind_to_port(host, port)) bound = -1;
-  if (bound <= 0) fail("cannot listen on {}:{} (address in use or not available)", host, port);
-  widen_listen_backlog(bound);
+  const int inner = http_->bind_to_any_port("127.0.0.1");
+  if (inner <= 0) fail("cannot listen on an internal loopback port");
+  widen_listen_backlog(inner);
   thread_ = std::thread([this] { http_->listen_after_bind(); });
-  return bound;
+  FrontOptions f;
+  f.max_head_bytes = opts_.max_header_bytes + (size_t(16) << 10);  // + request line and separators
+  f.max_body_bytes = opts_.max_body_bytes;
+  f.head_timeout_ms = opts_.head_timeout_ms;
+  f.body_timeout_ms = opts_.body_timeout_ms;
+  f.max_connections = opts_.max_connections;
+  f.max_per_client = opts_.max_per_client;
+  f.api_key = opts_.api_key;
+  front_ = std::make_unique<Front>(f, inner);
+  try {
+    return front_->start(host, port);
+  } catch (...) {
+    http_->stop();
+    thread_.join();
+    throw;
+  }
 }
 
 void Server::wait() {
@@ -267,6 +280,7 @@ void Server::wait() {
 }
 
 void Server::stop() {
+  if (front_) front_->stop();
   if (http_) http_->stop();
   if (thread_.joinable()) thread_.join();
 }

@@ -20,6 +20,7 @@
 
 #include "engine/engine_api.h"
 #include "server/metrics.h"
+#include "server/front.h"
 #include "server/served_model.h"
 
 namespace httplib {
@@ -41,6 +42,10 @@ struct ServerOptions {
   // special tokens (--special-tokens-in-content, for clients that build raw prompts in messages).
   bool special_in_content = false;
   size_t max_header_bytes = size_t(32) << 10;  // their total size (names + values); more get 431
+  int head_timeout_ms = 10000;              // a request head must arrive within this (408)
+  int body_timeout_ms = 60000;              // and its body within this after it (408)
+  int max_connections = 4096;               // open client connections (503 beyond)
+  int max_per_client = 1024;                // per client address (503 beyond)
   int n_http_threads = 128;               // concurrent connections (a stream holds one; with fewer
                                           // threads than streaming clients requests were lost: issue 6)
   int stream_ping_ms = 1000;              // SSE comment ": ping" after this long without output
@@ -63,8 +68,10 @@ class Server {
   Server(EngineApi& engine, ServedModel model, ServerOptions opts);
   ~Server();  // stops
 
-  // Binds host:port (port 0 = an ephemeral port) and serves on a background thread.
-  // Returns the bound port; throws mmx::Error when the address cannot be bound.
+  // Binds host:port (port 0 = an ephemeral port) and serves on background threads: the front
+  // (front.h: reads whole requests under limits and deadlines) on host:port, the HTTP server
+  // behind it on an internal loopback port. Returns the public port; throws mmx::Error when the
+  // address cannot be bound.
   int start(const std::string& host, int port);
   void wait();  // blocks until stop() (from another thread or a signal handler's helper)
   void stop();
@@ -83,6 +90,7 @@ class Server {
   ServerOptions opts_;
   ServerMetrics metrics_;
   std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<Front> front_;
   std::thread thread_;
   std::atomic<uint64_t> n_requests_{0};
 };

@@ -1,0 +1,431 @@
+#include "server/front.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <unordered_map>
+
+#include "base/error.h"
+#include "server/api_error.h"
+
+namespace mmx::server {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// kLinger: our own reply is out and our side shut; the client's remaining upload is read and
+// dropped for a moment, so it sees the reply instead of a reset (nginx's lingering close).
+enum class Stage { kHead, kBody, kRelay, kReply, kLinger };
+constexpr int kLingerMs = 2000;
+
+// One client connection and, once its request is complete, its upstream connection.
+struct Conn {
+  int cfd = -1, ufd = -1;
+  std::string client_addr;
+  Stage stage = Stage::kHead;
+  std::string req;           // the request bytes so far (head, then body)
+  size_t head_end = 0;       // one past the head's blank line
+  int64_t content_length = -1;
+  bool chunked = false;
+  size_t to_upstream = 0;    // bytes of req already written upstream
+  std::string out;           // bytes for the client (relayed response or our own reply)
+  size_t out_off = 0;
+  bool upstream_eof = false;
+  bool client_read_closed = false;
+  Clock::time_point deadline;
+};
+
+void set_nonblocking(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL, 0) | O_NONBLOCK); }
+
+std::string lower(std::string s) {
+  for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// The value of header `name` (lower case) in head [0, end), or "" (first occurrence).
+bool header(const std::string& head, size_t end, const std::string& name, std::string* value) {
+  size_t pos = head.find("\r\n");
+  while (pos != std::string::npos && pos + 2 < end) {
+    const size_t line = pos + 2, eol = head.find("\r\n", line);
+    if (eol == std::string::npos || eol > end) break;
+    const size_t colon = head.find(':', line);
+    if (colon != std::string::npos && colon < eol && lower(head.substr(line, colon - line)) == name) {
+      size_t b = colon + 1, e = eol;
+      while (b < e && (head[b] == ' ' || head[b] == '\t')) ++b;
+      while (e > b && (head[e - 1] == ' ' || head[e - 1] == '\t')) --e;
+      *value = head.substr(b, e - b);
+      return true;
+    }
+    pos = eol;
+  }
+  return false;
+}
+
+// Removes header lines named `name` (lower case) from the head [0, end); returns the new end.
+size_t drop_header(std::string& req, size_t end, const std::string& name) {
+  size_t pos = req.find("\r\n");
+  while (pos != std::string::npos && pos + 2 < end) {
+    const size_t line = pos + 2, eol = req.find("\r\n", line);
+    if (eol == std::string::npos || eol > end) break;
+    const size_t colon = req.find(':', line);
+    if (colon != std::string::npos && colon < eol && lower(req.substr(line, colon - line)) == name) {
+      req.erase(line, eol + 2 - line);
+      end -= eol + 2 - line;
+      continue;  // pos stays: the next line now starts at line
+    }
+    pos = eol;
+  }
+  return end;
+}
+
+std::string reply(const ApiError& e, const char* reason) {
+  const std::string body = e.to_json().dump();
+  return "HTTP/1.1 " + std::to_string(e.status) + " " + reason + "\r\nContent-Type: application/json\r\n"
+         "Connection: close\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+// A chunked body starting at `from`: returns 1 when complete (ends with the last chunk and the
+// trailers' blank line), 0 when more is needed, -1 when malformed; *decoded = the data bytes.
+int chunked_complete(const std::string& s, size_t from, size_t* decoded) {
+  size_t pos = from;
+  *decoded = 0;
+  for (;;) {
+    const size_t eol = s.find("\r\n", pos);
+    if (eol == std::string::npos) return eol - pos > 32 ? -1 : 0;
+    size_t n = 0, k = pos;
+    for (; k < eol && std::isxdigit(static_cast<unsigned char>(s[k])); ++k) {
+      if (n > (size_t(1) << 40)) return -1;
+      n = n * 16 + size_t(std::isdigit(static_cast<unsigned char>(s[k])) ? s[k] - '0' : std::tolower(s[k]) - 'a' + 10);
+    }
+    if (k == pos) return -1;
+    if (n == 0) {  // the last chunk: trailers, then a blank line
+      size_t t = eol + 2;
+      for (;;) {
+        const size_t te = s.find("\r\n", t);
+        if (te == std::string::npos) return 0;
+        if (te == t) return 1;
+        t = te + 2;
+      }
+    }
+    *decoded += n;
+    if (s.size() < eol + 2 + n + 2) return 0;
+    if (s.compare(eol + 2 + n, 2, "\r\n") != 0) return -1;
+    pos = eol + 2 + n + 2;
+  }
+}
+
+}  // namespace
+
+Front::Front(FrontOptions opts, int upstream_port) : opts_(opts), upstream_port_(upstream_port) {}
+
+Front::~Front() { stop(); }
+
+int Front::start(const std::string& host, int port) {
+  addrinfo hints{}, *res = nullptr;
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0 || !res)
+    fail("cannot resolve the listen address {}", host);
+  listen_fd_ = socket(res->ai_family, SOCK_STREAM, 0);
+  const int one = 1;
+  setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  const bool ok = listen_fd_ >= 0 && ::bind(listen_fd_, res->ai_addr, res->ai_addrlen) == 0 &&
+                  ::listen(listen_fd_, SOMAXCONN) == 0;
+  freeaddrinfo(res);
+  if (!ok) fail("cannot listen on {}:{} (address in use or not available)", host, port);
+  sockaddr_storage a{};
+  socklen_t len = sizeof a;
+  getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len);
+  const int bound = a.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&a)->sin6_port)
+                                            : ntohs(reinterpret_cast<sockaddr_in*>(&a)->sin_port);
+  set_nonblocking(listen_fd_);
+  epoll_fd_ = epoll_create1(0);
+  wake_fd_ = eventfd(0, EFD_NONBLOCK);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = listen_fd_;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev);
+  ev.data.fd = wake_fd_;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
+  thread_ = std::thread([this] { loop(); });
+  return bound;
+}
+
+void Front::stop() {
+  if (!thread_.joinable()) return;
+  stop_ = true;
+  const uint64_t one = 1;
+  if (write(wake_fd_, &one, sizeof one) < 0) {
+  }
+  thread_.join();
+  for (int fd : {listen_fd_, epoll_fd_, wake_fd_})
+    if (fd >= 0) close(fd);
+  listen_fd_ = epoll_fd_ = wake_fd_ = -1;
+}
+
+void Front::loop() {
+  std::unordered_map<int, std::shared_ptr<Conn>> by_fd;  // client and upstream fds -> their conn
+  std::map<std::string, int> per_client;
+  int n_conns = 0;
+
+  const auto watch = [&](int fd, uint32_t events, bool add) {
+    epoll_event ev{};
+    ev.events = events;
+    ev.data.fd = fd;
+    epoll_ctl(epoll_fd_, add ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, fd, &ev);
+  };
+  const auto close_conn = [&](const std::shared_ptr<Conn>& c) {
+    for (int* fd : {&c->cfd, &c->ufd})
+      if (*fd >= 0) {
+        epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, *fd, nullptr);
+        by_fd.erase(*fd);
+        close(*fd);
+        *fd = -1;
+      }
+    if (--per_client[c->client_addr] <= 0) per_client.erase(c->client_addr);
+    --n_conns;
+  };
+  // Our own answer (an error before the request reached the server): send it, then close.
+  const auto answer = [&](const std::shared_ptr<Conn>& c, int status, const char* reason, const std::string& msg,
+                          const char* code = "") {
+    c->stage = Stage::kReply;
+    c->out = reply(ApiError(status, msg, "", code), reason);  // (replaces a pending 100 Continue)
+    c->out_off = 0;
+    watch(c->cfd, EPOLLOUT, false);
+  };
+  // The client side wants: reading while its request comes in, writing while output is pending.
+  const auto update_client = [&](const std::shared_ptr<Conn>& c) {
+    uint32_t ev = 0;
+    if (c->stage == Stage::kHead || c->stage == Stage::kBody) ev |= EPOLLIN;
+    if (c->out_off < c->out.size()) ev |= EPOLLOUT;
+    if (c->stage == Stage::kRelay && !c->client_read_closed) ev |= EPOLLIN;  // to notice a reset
+    watch(c->cfd, ev, false);
+  };
+  const auto update_upstream = [&](const std::shared_ptr<Conn>& c) {
+    uint32_t ev = 0;
+    if (c->to_upstream < c->req.size()) ev |= EPOLLOUT;
+    if (!c->upstream_eof && c->out.size() - c->out_off < (size_t(1) << 20)) ev |= EPOLLIN;  // backpressure
+    watch(c->ufd, ev, false);
+  };
+  // The request is complete: open the upstream connection and start relaying.
+  const auto hand_over = [&](const std::shared_ptr<Conn>& c) {
+    const int u = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(uint16_t(upstream_port_));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (u < 0 || connect(u, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+      if (u >= 0) close(u);
+      return answer(c, 503, "Service Unavailable", "the server is not accepting requests now");
+    }
+    const int one = 1;
+    setsockopt(u, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    set_nonblocking(u);
+    c->ufd = u;
+    c->stage = Stage::kRelay;
+    by_fd[u] = c;
+    watch(u, EPOLLOUT | EPOLLIN, true);
+    update_client(c);
+  };
+  // Examines the buffered request after new bytes; advances its stage.
+  const auto progress = [&](const std::shared_ptr<Conn>& c) {
+    if (c->stage == Stage::kHead) {
+      const size_t blank = c->req.find("\r\n\r\n");
+      if (blank == std::string::npos) {
+        if (c->req.size() > opts_.max_head_bytes)
+          answer(c, 431, "Request Header Fields Too Large",
+                 "Request header fields too large (this server takes at most " + std::to_string(opts_.max_head_bytes) +
+                     " bytes of request head)");
+        return;
+      }
+      c->head_end = blank + 4;
+      if (c->head_end > opts_.max_head_bytes)
+        return answer(c, 431, "Request Header Fields Too Large",
+                      "Request header fields too large (this server takes at most " +
+                          std::to_string(opts_.max_head_bytes) + " bytes of request head)");
+      std::string v;
+      if (header(c->req, c->head_end, "expect", &v) && lower(v) == "100-continue") {
+        c->head_end = drop_header(c->req, c->head_end, "expect");  // we answer it; the server never sees it
+        c->out += "HTTP/1.1 100 Continue\r\n\r\n";
+      }
+      const bool has_cl = header(c->req, c->head_end, "content-length", &v);
+      if (has_cl) {
+        char* endp = nullptr;
+        c->content_length = int64_t(std::strtoll(v.c_str(), &endp, 10));
+        if (v.empty() || *endp != '\0' || c->content_length < 0)
+          return answer(c, 400, "Bad Request", "The Content-Length header is not a number");
+      }
+      c->chunked = header(c->req, c->head_end, "transfer-encoding", &v);
+      if (c->chunked && has_cl)
+        return answer(c, 400, "Bad Request", "The request has both Transfer-Encoding and Content-Length; send one "
+                                             "(the two framings disagree behind a proxy: request smuggling)");
+      if (c->chunked && lower(v) != "chunked")
+        return answer(c, 501, "Not Implemented", "Transfer-Encoding '" + v + "' is not supported (only chunked)");
+      if (c->content_length > int64_t(opts_.max_body_bytes))
+        return answer(c, 413, "Payload Too Large", "The request body is too large");
+      if (!opts_.api_key.empty()) {
+        const size_t sp = c->req.find(' ');
+        const bool v1 = sp != std::string::npos && c->req.compare(sp + 1, 4, "/v1/") == 0;
+        std::string auth;
+        header(c->req, c->head_end, "authorization", &auth);
+        if (v1 && auth != "Bearer " + opts_.api_key)
+          return answer(c, 401, "Unauthorized", "Incorrect or missing API key (send 'Authorization: Bearer KEY')",
+                        "invalid_api_key");
+      }
+      c->stage = Stage::kBody;
+      c->deadline = Clock::now() + std::chrono::milliseconds(opts_.body_timeout_ms);
+    }
+    if (c->stage == Stage::kBody) {
+      const size_t have = c->req.size() - c->head_end;
+      if (c->chunked) {
+        size_t decoded = 0;
+        const int st = chunked_complete(c->req, c->head_end, &decoded);
+        if (st < 0) return answer(c, 400, "Bad Request", "Malformed chunked request body");
+        if (decoded > opts_.max_body_bytes || have > opts_.max_body_bytes + (opts_.max_body_bytes >> 3) + 4096)
+          return answer(c, 413, "Payload Too Large", "The request body is too large");
+        if (st == 1) hand_over(c);
+      } else if (int64_t(have) >= std::max<int64_t>(c->content_length, 0)) {
+        c->req.resize(c->head_end + size_t(std::max<int64_t>(c->content_length, 0)));  // no pipelining
+        hand_over(c);
+      }
+    }
+  };
+
+  std::vector<epoll_event> events(256);
+  char buf[65536];
+  while (!stop_) {
+    const int n = epoll_wait(epoll_fd_, events.data(), int(events.size()), 200);
+    for (int i = 0; i < n; ++i) {
+      const int fd = events[size_t(i)].data.fd;
+      const uint32_t ev = events[size_t(i)].events;
+      if (fd == wake_fd_) continue;
+      if (fd == listen_fd_) {
+        for (;;) {
+          sockaddr_storage a{};
+          socklen_t len = sizeof a;
+          const int cfd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len, SOCK_NONBLOCK);
+          if (cfd < 0) break;
+          auto c = std::make_shared<Conn>();
+          c->cfd = cfd;
+          char host[INET6_ADDRSTRLEN] = {};
+          if (a.ss_family == AF_INET) inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&a)->sin_addr, host, sizeof host);
+          else inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(&a)->sin6_addr, host, sizeof host);
+          c->client_addr = host;
+          c->deadline = Clock::now() + std::chrono::milliseconds(opts_.head_timeout_ms);
+          ++n_conns;
+          ++per_client[c->client_addr];
+          by_fd[cfd] = c;
+          watch(cfd, EPOLLIN, true);
+          if (n_conns > opts_.max_connections || per_client[c->client_addr] > opts_.max_per_client)
+            answer(c, 503, "Service Unavailable", "Too many open connections; retry later");
+        }
+        continue;
+      }
+      auto it = by_fd.find(fd);
+      if (it == by_fd.end()) continue;
+      const std::shared_ptr<Conn> c = it->second;
+      if (fd == c->cfd) {
+        if ((ev & (EPOLLIN | EPOLLHUP | EPOLLERR)) && c->stage == Stage::kLinger) {
+          const ssize_t r = recv(fd, buf, sizeof buf, 0);
+          if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) close_conn(c);
+          continue;
+        }
+        if ((ev & (EPOLLIN | EPOLLHUP | EPOLLERR)) &&
+            (c->stage == Stage::kHead || c->stage == Stage::kBody || c->stage == Stage::kRelay)) {
+          const ssize_t r = recv(fd, buf, sizeof buf, 0);
+          if (r > 0 && c->stage != Stage::kRelay) {
+            c->req.append(buf, size_t(r));
+            progress(c);
+          } else if (r == 0) {
+            if (c->stage != Stage::kRelay) {  // gone before its request was complete
+              close_conn(c);
+              continue;
+            }
+            c->client_read_closed = true;  // half-closed: it still reads its answer
+            update_client(c);
+          } else if (r < 0 && errno != EAGAIN && errno != EINTR) {
+            close_conn(c);  // reset: the upstream closes too, which cancels the generation
+            continue;
+          }
+          // bytes sent after a complete request (pipelining) are ignored: one request per connection
+        }
+        if ((ev & EPOLLOUT) && c->out_off < c->out.size()) {
+          const ssize_t w = send(fd, c->out.data() + c->out_off, c->out.size() - c->out_off, MSG_NOSIGNAL);
+          if (w > 0) c->out_off += size_t(w);
+          else if (errno != EAGAIN && errno != EINTR) {
+            close_conn(c);
+            continue;
+          }
+        }
+        if (c->out_off == c->out.size()) {
+          c->out.clear();
+          c->out_off = 0;
+          if (c->stage == Stage::kReply) {
+            shutdown(fd, SHUT_WR);
+            c->stage = Stage::kLinger;
+            c->deadline = Clock::now() + std::chrono::milliseconds(kLingerMs);
+            watch(fd, EPOLLIN, false);
+            continue;
+          }
+          if (c->stage == Stage::kRelay && c->upstream_eof) {
+            close_conn(c);
+            continue;
+          }
+        }
+        if (c->cfd >= 0) update_client(c);
+        if (c->ufd >= 0) update_upstream(c);
+      } else if (fd == c->ufd) {
+        if ((ev & EPOLLOUT) && c->to_upstream < c->req.size()) {
+          const ssize_t w = send(fd, c->req.data() + c->to_upstream, c->req.size() - c->to_upstream, MSG_NOSIGNAL);
+          if (w > 0) c->to_upstream += size_t(w);
+          else if (errno != EAGAIN && errno != EINTR) c->upstream_eof = true;
+        }
+        if (ev & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+          const ssize_t r = recv(fd, buf, sizeof buf, 0);
+          if (r > 0) c->out.append(buf, size_t(r));
+          else if (r == 0 || (errno != EAGAIN && errno != EINTR)) c->upstream_eof = true;
+        }
+        if (c->upstream_eof && c->out_off == c->out.size()) {
+          close_conn(c);
+          continue;
+        }
+        update_upstream(c);
+        update_client(c);
+      }
+    }
+    // Deadlines: a head or body that has not arrived in time.
+    const auto now = Clock::now();
+    std::vector<std::shared_ptr<Conn>> late;
+    for (const auto& [fd, c] : by_fd)
+      if (fd == c->cfd && (c->stage == Stage::kHead || c->stage == Stage::kBody || c->stage == Stage::kLinger) &&
+          now > c->deadline)
+        late.push_back(c);
+    for (const auto& c : late) {
+      if (c->stage == Stage::kLinger) close_conn(c);
+      else
+        answer(c, 408, "Request Timeout",
+               c->stage == Stage::kHead ? "The request head did not arrive in time" : "The request body did not arrive in time");
+    }
+  }
+  std::vector<std::shared_ptr<Conn>> all;
+  for (const auto& [fd, c] : by_fd)
+    if (fd == c->cfd) all.push_back(c);
+  for (const auto& c : all) close_conn(c);
+}
+
+}  // namespace mmx::server

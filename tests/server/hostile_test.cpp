@@ -313,7 +313,10 @@ TEST_F(HostileTest, HeadDeadlineAndConnectionCaps) {
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_EQ(status_of(raw_exchange(port, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n", 2000)), 503);
   for (int fd : held) close(fd);
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  for (int i = 0; i < 100; ++i) {  // until the front has seen the closes and frees the slots
+    if (status_of(raw_exchange(port, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n", 2000)) == 200) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
   std::string huge = "GET /health HTTP/1.1\r\nHost: x\r\n";
   while (huge.size() < (1 << 20)) huge += "X-Pad: " + std::string(1000, 'p') + "\r\n";
   EXPECT_EQ(status_of(raw_exchange(port, huge + "\r\n", 3000)), 431);

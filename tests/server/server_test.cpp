@@ -18,6 +18,11 @@
 #include <string>
 #include <thread>
 
+#include <algorithm>
+#include <chrono>
+#include <thread>
+#include <vector>
+
 #include "server_fixture.h"
 
 namespace mmx::server {
@@ -41,19 +46,27 @@ TEST_F(ServerTest, HealthModelsMetrics) {
   expect_error(c.Get("/v1/models/gpt-4"), 404, "unknown model card");
   post_json("/v1/chat/completions", chat_body());
   expect_error(post("/v1/chat/completions", "{"), 400, "bad JSON");
-  auto met = c.Get("/metrics");
-  ASSERT_TRUE(met);
-  EXPECT_EQ(met->status, 200);
-  const std::string& t = met->body;
-  for (const char* want :
-       {"mmx_requests_total{endpoint=\"chat_completions\",status=\"200\"} 1",
-        "mmx_requests_total{endpoint=\"chat_completions\",status=\"400\"} 1",
-        "mmx_requests_total{endpoint=\"models\",status=\"404\"} 1", "mmx_prompt_tokens_total ",
-        "mmx_generation_tokens_total ", "mmx_time_to_first_token_seconds_bucket{le=\"+Inf\"} 1",
-        "mmx_inter_token_latency_seconds_count ", "mmx_prefix_cache_hit_rate 0.25", "mmx_kv_pages_used 3",
-        "mmx_kv_pages_total 100", "mmx_requests_running ", "mmx_requests_waiting ", "mmx_last_batch_tokens 1",
-        "# TYPE mmx_time_to_first_token_seconds histogram"})
-    EXPECT_NE(t.find(want), std::string::npos) << want << "\n" << t;
+  const std::vector<const char*> wants = {
+      "mmx_requests_total{endpoint=\"chat_completions\",status=\"200\"} 1",
+      "mmx_requests_total{endpoint=\"chat_completions\",status=\"400\"} 1",
+      "mmx_requests_total{endpoint=\"models\",status=\"404\"} 1", "mmx_prompt_tokens_total ",
+      "mmx_generation_tokens_total ", "mmx_time_to_first_token_seconds_bucket{le=\"+Inf\"} 1",
+      "mmx_inter_token_latency_seconds_count ", "mmx_prefix_cache_hit_rate 0.25", "mmx_kv_pages_used 3",
+      "mmx_kv_pages_total 100", "mmx_requests_running ", "mmx_requests_waiting ", "mmx_last_batch_tokens 1",
+      "# TYPE mmx_time_to_first_token_seconds histogram"};
+  // A request is counted by httplib's logger just after its answer is written, and each request
+  // has its own connection (and thread): the last count may land a moment after the client read
+  // the answer, so /metrics is read again until it shows (at most 2 s).
+  std::string t;
+  for (int i = 0; i < 40; ++i) {
+    auto met = c.Get("/metrics");
+    ASSERT_TRUE(met);
+    EXPECT_EQ(met->status, 200);
+    t = met->body;
+    if (std::all_of(wants.begin(), wants.end(), [&](const char* w) { return t.find(w) != std::string::npos; })) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  for (const char* want : wants) EXPECT_NE(t.find(want), std::string::npos) << want << "\n" << t;
 }
 
 // ---- chat ----

@@ -46,6 +46,7 @@ struct Conn {
   size_t out_off = 0;
   bool upstream_eof = false;
   bool client_read_closed = false;
+  size_t counted = 0;        // bytes of req counted in the loop's global buffered total
   Clock::time_point deadline;
 };
 
@@ -182,6 +183,12 @@ void Front::loop() {
   std::unordered_map<int, std::shared_ptr<Conn>> by_fd;  // client and upstream fds -> their conn
   std::map<std::string, int> per_client;
   int n_conns = 0;
+  size_t buffered = 0;  // request bytes held over all connections
+  const auto release = [&](Conn& c) {  // the request is upstream (or dropped): forget its bytes
+    buffered -= c.counted;
+    c.counted = 0;
+    std::string().swap(c.req);
+  };
 
   const auto watch = [&](int fd, uint32_t events, bool add) {
     epoll_event ev{};
@@ -190,6 +197,7 @@ void Front::loop() {
     epoll_ctl(epoll_fd_, add ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, fd, &ev);
   };
   const auto close_conn = [&](const std::shared_ptr<Conn>& c) {
+    release(*c);
     for (int* fd : {&c->cfd, &c->ufd})
       if (*fd >= 0) {
         epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, *fd, nullptr);
@@ -349,7 +357,14 @@ void Front::loop() {
             (c->stage == Stage::kHead || c->stage == Stage::kBody || c->stage == Stage::kRelay)) {
           const ssize_t r = recv(fd, buf, sizeof buf, 0);
           if (r > 0 && c->stage != Stage::kRelay) {
+            if (buffered + size_t(r) > opts_.max_buffered_bytes) {
+              release(*c);
+              answer(c, 503, "Service Unavailable", "The server is holding too many request bytes; retry later");
+              continue;
+            }
             c->req.append(buf, size_t(r));
+            c->counted += size_t(r);
+            buffered += size_t(r);
             progress(c);
           } else if (r == 0) {
             if (c->stage != Stage::kRelay) {  // gone before its request was complete
@@ -394,6 +409,10 @@ void Front::loop() {
           const ssize_t w = send(fd, c->req.data() + c->to_upstream, c->req.size() - c->to_upstream, MSG_NOSIGNAL);
           if (w > 0) c->to_upstream += size_t(w);
           else if (errno != EAGAIN && errno != EINTR) c->upstream_eof = true;
+          if (c->to_upstream == c->req.size()) {
+            release(*c);
+            c->to_upstream = 0;
+          }
         }
         if (ev & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
           const ssize_t r = recv(fd, buf, sizeof buf, 0);

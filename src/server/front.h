@@ -27,6 +27,8 @@ struct FrontOptions {
   int body_timeout_ms = 60000;               // the whole body within this after the head; else 408
   int max_connections = 4096;                // open client connections; more are answered 503
   int max_per_client = 1024;                 // per client address; more are answered 503
+  size_t max_buffered_bytes = size_t(1) << 30;  // request bytes held over all connections; the
+                                             // connection that would pass it is answered 503
   std::string api_key;                       // "" = none; else /v1/* needs "Authorization: Bearer KEY",
                                              // checked from the head, before the body is awaited
 };

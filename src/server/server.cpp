@@ -264,6 +264,7 @@ int Server::start(const std::string& host, int port) {
   f.body_timeout_ms = opts_.body_timeout_ms;
   f.max_connections = opts_.max_connections;
   f.max_per_client = opts_.max_per_client;
+  f.max_buffered_bytes = opts_.max_buffered_bytes;
   f.api_key = opts_.api_key;
   front_ = std::make_unique<Front>(f, inner);
   try {

@@ -46,6 +46,7 @@ struct ServerOptions {
   int body_timeout_ms = 60000;              // and its body within this after it (408)
   int max_connections = 4096;               // open client connections (503 beyond)
   int max_per_client = 1024;                // per client address (503 beyond)
+  size_t max_buffered_bytes = size_t(1) << 30;  // request bytes held over all connections (503 beyond)
   int n_http_threads = 128;               // concurrent connections (a stream holds one; with fewer
                                           // threads than streaming clients requests were lost: issue 6)
   int stream_ping_ms = 1000;              // SSE comment ": ping" after this long without output

@@ -322,6 +322,21 @@ TEST_F(HostileTest, HeadDeadlineAndConnectionCaps) {
   EXPECT_EQ(status_of(raw_exchange(port, huge + "\r\n", 3000)), 431);
 }
 
+// Many slow uploads cannot make the server hold unbounded memory: past --max-buffered-bytes over
+// all connections, the connection that would cross it is answered 503.
+TEST_F(HostileTest, BufferedRequestBytesAreBounded) {
+  opts.max_buffered_bytes = 256 << 10;
+  start();
+  const std::string part(200 << 10, 'x');
+  const int a = connect_loopback(port);
+  ASSERT_GE(a, 0);
+  const std::string head = post_head(300 << 10);
+  ASSERT_EQ(send(a, (head + part).data(), head.size() + part.size(), MSG_NOSIGNAL), ssize_t(head.size() + part.size()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the front holds a's 200 KB
+  EXPECT_EQ(status_of(raw_exchange(port, head + part, 3000)), 503);
+  close(a);
+}
+
 // This process's resident set, MiB (/proc/self/statm).
 double rss_mib() {
   std::FILE* f = std::fopen("/proc/self/statm", "r");

@@ -157,6 +157,9 @@ void add_serve(CLI::App& app, Action& action) {
       ->capture_default_str()->check(CLI::Range(1, 1 << 20));
   c->add_option("--max-per-client", o->server.max_per_client, "Open connections per client address (503 beyond)")
       ->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  c->add_option("--max-buffered-bytes", o->server.max_buffered_bytes,
+                "Request bytes the server holds over all connections while they arrive (503 beyond)")
+      ->capture_default_str()->check(CLI::Range(size_t(1) << 20, size_t(1) << 40));
   c->add_option("--max-headers", o->server.max_headers, "Request header fields; more get 431")
       ->capture_default_str()->check(CLI::Range(8, 10000));
   c->add_option("--max-header-bytes", o->server.max_header_bytes,

@@ -60,20 +60,19 @@ bool drop_reasoning(ojson& msg) {
 // (ensure_ascii) would show the placeholder's escape instead — still text, never a special token.
 class TextShield {
  public:
-  TextShield(const tok::Tokenizer& tk, std::vector<std::string> exempt) : tk_(tk), exempt_(std::move(exempt)) {}
+  // model_tags: the markers the model writes itself; they stay special in assistant turns only.
+  TextShield(const tok::Tokenizer& tk, std::vector<std::string> model_tags) : tk_(tk), model_tags_(std::move(model_tags)) {}
 
-  void shield(ojson& v) {
-    if (v.is_string()) v = shield_string(v.get<std::string>());
+  // Every string in v; the added-token strings in `keep` are left as they are.
+  void shield(ojson& v, const std::vector<std::string>& keep = {}) {
+    if (v.is_string()) v = shield_string(v.get<std::string>(), keep);
     else if (v.is_array() || v.is_object())
-      for (auto& x : v) shield(x);
+      for (auto& x : v) shield(x, keep);
   }
   void shield_messages(ojson& messages) {
     for (ojson& msg : messages) {
       const bool assistant = msg.contains("role") && msg["role"] == "assistant";
-      std::vector<std::string> keep;
-      if (assistant) keep.swap(exempt_);  // the model's own markers stay in its turns
-      shield(msg);
-      if (assistant) keep.swap(exempt_);
+      shield(msg, assistant ? model_tags_ : std::vector<std::string>{});
     }
   }
   std::vector<int32_t> encode(const std::string& text) const {
@@ -98,7 +97,7 @@ class TextShield {
   static constexpr std::string_view kOpen = "\xEE\x80\x80", kClose = "\xEE\x80\x81";  // U+E000, U+E001
   static void append(std::vector<int32_t>& a, const std::vector<int32_t>& b) { a.insert(a.end(), b.begin(), b.end()); }
 
-  std::string shield_string(const std::string& s) {
+  std::string shield_string(const std::string& s, const std::vector<std::string>& keep) {
     std::vector<std::pair<size_t, size_t>> spans = tk_.added_token_spans(s);
     for (size_t at = s.find(kOpen); at != std::string::npos; at = s.find(kOpen, at + 1)) spans.emplace_back(at, at + kOpen.size());
     if (spans.empty()) return s;
@@ -108,7 +107,7 @@ class TextShield {
     for (const auto& [b, e] : spans) {
       if (b < from) continue;  // overlaps the previous span
       const std::string piece = s.substr(b, e - b);
-      if (std::find(exempt_.begin(), exempt_.end(), piece) != exempt_.end()) continue;
+      if (std::find(keep.begin(), keep.end(), piece) != keep.end()) continue;
       out.append(s, from, b - from);
       out += std::string(kOpen) + std::to_string(originals_.size()) + std::string(kClose);
       originals_.push_back(piece);
@@ -119,7 +118,7 @@ class TextShield {
   }
 
   const tok::Tokenizer& tk_;
-  std::vector<std::string> exempt_;
+  std::vector<std::string> model_tags_;
   std::vector<std::string> originals_;
 };
 

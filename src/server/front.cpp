@@ -57,38 +57,39 @@ std::string lower(std::string s) {
   return s;
 }
 
-// The value of header `name` (lower case) in head [0, end), or "" (first occurrence).
-bool header(const std::string& head, size_t end, const std::string& name, std::string* value) {
-  size_t pos = head.find("\r\n");
-  while (pos != std::string::npos && pos + 2 < end) {
+// The first header line named `name` (lower case) in head [0, end), from `from` on: its byte
+// span [line, next line) and the colon; line == npos when there is none.
+struct HeaderLine {
+  size_t line = std::string::npos, colon = 0, next = 0;
+};
+HeaderLine find_header(const std::string& head, size_t end, const std::string& name) {
+  for (size_t pos = head.find("\r\n"); pos != std::string::npos && pos + 2 < end;) {
     const size_t line = pos + 2, eol = head.find("\r\n", line);
     if (eol == std::string::npos || eol > end) break;
     const size_t colon = head.find(':', line);
-    if (colon != std::string::npos && colon < eol && lower(head.substr(line, colon - line)) == name) {
-      size_t b = colon + 1, e = eol;
-      while (b < e && (head[b] == ' ' || head[b] == '\t')) ++b;
-      while (e > b && (head[e - 1] == ' ' || head[e - 1] == '\t')) --e;
-      *value = head.substr(b, e - b);
-      return true;
-    }
+    if (colon != std::string::npos && colon < eol && lower(head.substr(line, colon - line)) == name)
+      return {line, colon, eol + 2};
     pos = eol;
   }
-  return false;
+  return {};
 }
 
-// Removes header lines named `name` (lower case) from the head [0, end); returns the new end.
+// The value of header `name` (lower case, first occurrence) into *value; false when absent.
+bool header(const std::string& head, size_t end, const std::string& name, std::string* value) {
+  const HeaderLine h = find_header(head, end, name);
+  if (h.line == std::string::npos) return false;
+  size_t b = h.colon + 1, e = h.next - 2;
+  while (b < e && (head[b] == ' ' || head[b] == '\t')) ++b;
+  while (e > b && (head[e - 1] == ' ' || head[e - 1] == '\t')) --e;
+  *value = head.substr(b, e - b);
+  return true;
+}
+
+// Removes every header line named `name` (lower case) from the head [0, end); returns the new end.
 size_t drop_header(std::string& req, size_t end, const std::string& name) {
-  size_t pos = req.find("\r\n");
-  while (pos != std::string::npos && pos + 2 < end) {
-    const size_t line = pos + 2, eol = req.find("\r\n", line);
-    if (eol == std::string::npos || eol > end) break;
-    const size_t colon = req.find(':', line);
-    if (colon != std::string::npos && colon < eol && lower(req.substr(line, colon - line)) == name) {
-      req.erase(line, eol + 2 - line);
-      end -= eol + 2 - line;
-      continue;  // pos stays: the next line now starts at line
-    }
-    pos = eol;
+  for (HeaderLine h; (h = find_header(req, end, name)).line != std::string::npos;) {
+    req.erase(h.line, h.next - h.line);
+    end -= h.next - h.line;
   }
   return end;
 }
@@ -130,6 +131,11 @@ int chunked_complete(const std::string& s, size_t from, size_t* decoded) {
 }
 
 }  // namespace
+
+void check_api_key(const std::string& key, const std::string& path, const std::string& authorization) {
+  if (!key.empty() && path.rfind("/v1/", 0) == 0 && authorization != "Bearer " + key)
+    throw ApiError(401, "Incorrect or missing API key (send 'Authorization: Bearer KEY')", "", "invalid_api_key");
+}
 
 Front::Front(FrontOptions opts, int upstream_port) : opts_(opts), upstream_port_(upstream_port) {}
 
@@ -286,14 +292,15 @@ void Front::loop() {
         return answer(c, 501, "Not Implemented", "Transfer-Encoding '" + v + "' is not supported (only chunked)");
       if (c->content_length > int64_t(opts_.max_body_bytes))
         return answer(c, 413, "Payload Too Large", "The request body is too large");
-      if (!opts_.api_key.empty()) {
-        const size_t sp = c->req.find(' ');
-        const bool v1 = sp != std::string::npos && c->req.compare(sp + 1, 4, "/v1/") == 0;
+      try {
+        const size_t sp = c->req.find(' '), sp2 = c->req.find(' ', sp + 1);
         std::string auth;
         header(c->req, c->head_end, "authorization", &auth);
-        if (v1 && auth != "Bearer " + opts_.api_key)
-          return answer(c, 401, "Unauthorized", "Incorrect or missing API key (send 'Authorization: Bearer KEY')",
-                        "invalid_api_key");
+        check_api_key(opts_.api_key, sp == std::string::npos ? "" : c->req.substr(sp + 1, sp2 - sp - 1), auth);
+      } catch (const ApiError& e) {
+        c->stage = Stage::kReply;
+        c->out = reply(e, "Unauthorized");
+        return watch(c->cfd, EPOLLOUT, false);
       }
       c->stage = Stage::kBody;
       c->deadline = Clock::now() + std::chrono::milliseconds(opts_.body_timeout_ms);

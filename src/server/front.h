@@ -29,9 +29,13 @@ struct FrontOptions {
   int max_per_client = 1024;                 // per client address; more are answered 503
   size_t max_buffered_bytes = size_t(1) << 30;  // request bytes held over all connections; the
                                              // connection that would pass it is answered 503
-  std::string api_key;                       // "" = none; else /v1/* needs "Authorization: Bearer KEY",
-                                             // checked from the head, before the body is awaited
+  std::string api_key;                       // check_api_key(), from the head, before the body is awaited
 };
+
+// The one API-key rule, used by the front and, for requests that reach the internal port
+// directly, by the HTTP server: nothing required (key ""), or /v1/* needs "Bearer KEY".
+// Throws the 401 ApiError when refused.
+void check_api_key(const std::string& key, const std::string& path, const std::string& authorization);
 
 class Front {
  public:

@@ -257,14 +257,9 @@ int Server::start(const std::string& host, int port) {
   if (inner <= 0) fail("cannot listen on an internal loopback port");
   widen_listen_backlog(inner);
   thread_ = std::thread([this] { http_->listen_after_bind(); });
-  FrontOptions f;
+  FrontOptions f = opts_.front;
   f.max_head_bytes = opts_.max_header_bytes + (size_t(16) << 10);  // + request line and separators
   f.max_body_bytes = opts_.max_body_bytes;
-  f.head_timeout_ms = opts_.head_timeout_ms;
-  f.body_timeout_ms = opts_.body_timeout_ms;
-  f.max_connections = opts_.max_connections;
-  f.max_per_client = opts_.max_per_client;
-  f.max_buffered_bytes = opts_.max_buffered_bytes;
   f.api_key = opts_.api_key;
   front_ = std::make_unique<Front>(f, inner);
   try {
@@ -326,9 +321,10 @@ void Server::routes() {
     return json{{"id", model_.name}, {"object", "model"}, {"created", model_.created},
                 {"owned_by", "minimax.cpp"}, {"max_model_len", engine_.context_limit()}};
   };
-  // What the request head alone decides, before any body byte is read: header limits, framing
-  // that a proxy could read differently, and the API key on /v1/*. The body of a refused request
-  // stays unread (and its connection closes: one request per connection, above).
+  // What the request head alone decides, before any body byte is read: header limits and the API
+  // key on /v1/* (the front checks the key too, and the framing; this covers the internal port).
+  // The body of a refused request stays unread (and its connection closes: one request per
+  // connection, above).
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     auto refuse = [&res](const ApiError& e) {
       send_error(res, e);
@@ -340,13 +336,11 @@ void Server::routes() {
       return refuse(ApiError(431, fmt::format("Request header fields too large: {} fields, {} bytes (this server "
                                               "takes at most {} fields, {} bytes)", req.headers.size(), header_bytes,
                                               opts_.max_headers, opts_.max_header_bytes)));
-    if (req.has_header("Transfer-Encoding") && req.has_header("Content-Length"))
-      return refuse(ApiError(400, "The request has both Transfer-Encoding and Content-Length; send one "
-                                  "(the two framings disagree behind a proxy: request smuggling)"));
-    if (req.path.rfind("/v1/", 0) == 0 && !opts_.api_key.empty() &&
-        req.get_header_value("Authorization") != "Bearer " + opts_.api_key)
-      return refuse(ApiError(401, "Incorrect or missing API key (send 'Authorization: Bearer KEY')", "",
-                             "invalid_api_key"));
+    try {
+      check_api_key(opts_.api_key, req.path, req.get_header_value("Authorization"));
+    } catch (const ApiError& e) {
+      return refuse(e);
+    }
     return httplib::Server::HandlerResponse::Unhandled;
   });
   s.Get("/v1/models", [model_card](const httplib::Request&, httplib::Response& res) {

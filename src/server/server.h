@@ -42,11 +42,9 @@ struct ServerOptions {
   // special tokens (--special-tokens-in-content, for clients that build raw prompts in messages).
   bool special_in_content = false;
   size_t max_header_bytes = size_t(32) << 10;  // their total size (names + values); more get 431
-  int head_timeout_ms = 10000;              // a request head must arrive within this (408)
-  int body_timeout_ms = 60000;              // and its body within this after it (408)
-  int max_connections = 4096;               // open client connections (503 beyond)
-  int max_per_client = 1024;                // per client address (503 beyond)
-  size_t max_buffered_bytes = size_t(1) << 30;  // request bytes held over all connections (503 beyond)
+  // The front's deadlines and caps (front.h); its head, body and key limits are set from the
+  // fields above by start().
+  FrontOptions front;
   int n_http_threads = 128;               // concurrent connections (a stream holds one; with fewer
                                           // threads than streaming clients requests were lost: issue 6)
   int stream_ping_ms = 1000;              // SSE comment ": ping" after this long without output

@@ -26,6 +26,7 @@
 #include "model/config.h"
 #include "model/model.h"
 #include "testing/tiny_models.h"
+#include "engine_parity.h"
 #include "train/graph.h"
 #include "train/kernels.h"
 #include "train/params.h"
@@ -315,22 +316,7 @@ TEST(TrainGraphM3, TrainRunLearnsAndTheCheckpointLoads) {
   std::printf("M3 train run: loss %.3f -> %.3f in 20 steps\n", losses[0], losses[19]);
 
   // The engine loads the checkpoint; its logits equal the training graph's on the same weights.
-  auto model = load_model(d.string());
-  const ModelConfig cfg = load_config(d.string());
-  const std::vector<int32_t> win = random_ids(32, cfg.vocab_size, 41);
-  const Buffer want = prefill_logits(*model, win, 0);
-  ParamSet<float> P(param_layout(cfg));
-  load_params(d.string(), P);
-  auto g = make_graph<float>(cfg, P, 1, 32);
-  std::vector<int32_t> tg(32, -1);
-  std::vector<float> got(size_t(32 * cfg.vocab_size));
-  g->forward(TrainBatch{1, 32, win.data(), tg.data(), nullptr, nullptr}, got.data());
-  double mx = 0, diff = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    mx = std::max(mx, std::fabs(double(want.t().f32()[i])));
-    diff = std::max(diff, std::fabs(double(got[i]) - want.t().f32()[i]));
-  }
-  EXPECT_LE(diff, 1e-4 * mx);
+  expect_engine_logits_equal_graph(d.string(), random_ids(32, load_config(d.string()).vocab_size, 41));
   fs::remove_all(base);
 }
 

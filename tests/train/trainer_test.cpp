@@ -20,6 +20,7 @@
 #include "model/model.h"
 #include "model/safetensors.h"
 #include "tokenizer/tokenizer.h"
+#include "engine_parity.h"
 #include "train/graph.h"
 #include "train/params.h"
 #include "train/retrieval_task.h"
@@ -127,22 +128,7 @@ TEST(Trainer, CheckpointLoadsInTheEngineAndLearns) {
   EXPECT_LT(res.val_loss, 0.6 * unigram) << "held-out " << res.val_loss << " vs unigram " << unigram;
 
   // The engine loads the checkpoint; its logits equal the training graph's on the same weights.
-  auto model = load_model(d.string());
-  const std::vector<int32_t> win(ids.begin(), ids.begin() + 32);
-  const Buffer want = prefill_logits(*model, win, 0);
-  const ModelConfig cfg = load_config(d.string());
-  ParamSet<float> P(param_layout(cfg));
-  load_params(d.string(), P);
-  auto g = make_graph<float>(cfg, P, 1, 32);
-  std::vector<int32_t> tg(32, -1);
-  std::vector<float> got(size_t(32 * cfg.vocab_size));
-  g->forward(TrainBatch{1, 32, win.data(), tg.data(), nullptr, nullptr}, got.data());
-  double mx = 0, diff = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    mx = std::max(mx, std::fabs(double(want.t().f32()[i])));
-    diff = std::max(diff, std::fabs(double(got[i]) - want.t().f32()[i]));
-  }
-  EXPECT_LE(diff, 1e-4 * mx);
+  expect_engine_logits_equal_graph(d.string(), std::vector<int32_t>(ids.begin(), ids.begin() + 32));
 
   // The routing bias moved, by a multiple of the rate per step at most `steps` times.
   const TensorStore st = TensorStore::open(d.string());

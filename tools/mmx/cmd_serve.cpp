@@ -148,16 +148,16 @@ void add_serve(CLI::App& app, Action& action) {
   c->add_flag("--special-tokens-in-content", o->server.special_in_content,
               "Tokenize special-token strings inside chat messages and tools as special tokens (default: as "
               "text, so a user cannot write a role marker; the template's own markers are always special)");
-  c->add_option("--head-timeout-ms", o->server.head_timeout_ms, "A request head must arrive within this (else 408)")
+  c->add_option("--head-timeout-ms", o->server.front.head_timeout_ms, "A request head must arrive within this (else 408)")
       ->capture_default_str()->check(CLI::Range(100, 3600000));
-  c->add_option("--body-timeout-ms", o->server.body_timeout_ms,
+  c->add_option("--body-timeout-ms", o->server.front.body_timeout_ms,
                 "A request body must arrive within this after its head (else 408)")
       ->capture_default_str()->check(CLI::Range(100, 3600000));
-  c->add_option("--max-connections", o->server.max_connections, "Open client connections (503 beyond)")
+  c->add_option("--max-connections", o->server.front.max_connections, "Open client connections (503 beyond)")
       ->capture_default_str()->check(CLI::Range(1, 1 << 20));
-  c->add_option("--max-per-client", o->server.max_per_client, "Open connections per client address (503 beyond)")
+  c->add_option("--max-per-client", o->server.front.max_per_client, "Open connections per client address (503 beyond)")
       ->capture_default_str()->check(CLI::Range(1, 1 << 20));
-  c->add_option("--max-buffered-bytes", o->server.max_buffered_bytes,
+  c->add_option("--max-buffered-bytes", o->server.front.max_buffered_bytes,
                 "Request bytes the server holds over all connections while they arrive (503 beyond)")
       ->capture_default_str()->check(CLI::Range(size_t(1) << 20, size_t(1) << 40));
   c->add_option("--max-headers", o->server.max_headers, "Request header fields; more get 431")

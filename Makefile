@@ -1,6 +1,6 @@
 # minimax.cpp — the two commands:
 #   make run    set up, build the mmx binary only, generate from the embedded trained model
-#   make test   set up, build everything, run every test (unit, ops, model, server)
+#   make test   set up, build everything, run every test (unit, ops, model, server, fuzz)
 BUILD ?= build
 JOBS  ?= $(shell nproc)
 MMX   := $(BUILD)/tools/mmx
@@ -32,7 +32,7 @@ run: build-mmx
 
 test: build
 	@bash scripts/npm_setup.sh $(BUILD)
-	cd $(BUILD) && ctest -L "unit|ops|model|server" --output-on-failure -j 2
+	cd $(BUILD) && ctest -L "unit|ops|model|server|fuzz" --output-on-failure -j 2
 
 bench: build
 	bash bench/run.sh

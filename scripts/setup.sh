@@ -14,6 +14,7 @@ PKGS=(
   libopenblas-dev   # training GEMMs (src/train)
   gnuplot-nox       # loss curves and benchmark plots as PNG
   python3-torch     # the independent PyTorch gradient reference (tests/train)
+  clang libclang-rt-14-dev  # libFuzzer targets (tests/fuzz), built and run by make test
 )
 # Node.js + npm run the reference tokenizer / template engine in the tests. Any node >= 18 will
 # do; install Debian's only when there is none (a machine may have one from elsewhere).

@@ -290,6 +290,10 @@ void Front::loop() {
                                              "(the two framings disagree behind a proxy: request smuggling)");
       if (c->chunked && lower(v) != "chunked")
         return answer(c, 501, "Not Implemented", "Transfer-Encoding '" + v + "' is not supported (only chunked)");
+      if (!has_cl && !c->chunked) {  // no body (RFC 9112 §6.3); said explicitly, or the server reads to EOF
+        c->req.insert(c->head_end - 2, "Content-Length: 0\r\n");
+        c->head_end += 19;
+      }
       if (c->content_length > int64_t(opts_.max_body_bytes))
         return answer(c, 413, "Payload Too Large", "The request body is too large");
       try {

@@ -177,6 +177,7 @@ static Value sort_array(const Array& a, bool reverse, bool cs, const Value& attr
 }
 
 Value Interpreter::apply_filter(const Value& v, const Node* f, const EnvPtr& env) {
+  charge(value_size(v));
   if (f->kind == NodeKind::kIdent) {
     const std::string& name = f->str;
     if (name == "safe") return v;

@@ -73,7 +73,9 @@ Value Interpreter::eval(const Node* n, const EnvPtr& env) {
   if (stack_base_ > at && stack_base_ - at > kStackBudget)
     throw EvalError{"Maximum call stack size exceeded", false, true, n->pos};
   try {
-    return eval_inner(n, env);
+    Value v = eval_inner(n, env);
+    charge(1 + value_size(v));
+    return v;
   } catch (EvalError& e) {
     if (!e.located) {
       e.located = true;
@@ -85,10 +87,25 @@ Value Interpreter::eval(const Node* n, const EnvPtr& env) {
   }
 }
 
+int64_t value_size(const Value& v) {
+  if (v.is_string()) return int64_t(v.s.size());
+  if (v.is_array()) return int64_t(v.arr->size());
+  if (v.obj) return int64_t(v.obj->items.size());
+  return 0;
+}
+
+void Interpreter::charge(int64_t units) {
+  work_ += units;
+  if (work_ > kWorkBudget)
+    throw_eval(fmt::format("the template did more than {} units of work (a loop or value that grows without bound?)",
+                           kWorkBudget));
+}
+
 std::string Interpreter::eval_block(const std::vector<NodePtr>& body, const EnvPtr& env) {
   std::string out;
   for (const auto& st : body) {
     if (st->kind == NodeKind::kString) {  // text: the hot path
+      charge(int64_t(st->str.size()));
       out += st->str;
       continue;
     }
@@ -219,6 +236,7 @@ Value Interpreter::eval_binary(const Node* n, const EnvPtr& env) {
   if (op == "and") return truthy(l) ? eval(n->b.get(), env) : l;
   if (op == "or") return truthy(l) ? l : eval(n->b.get(), env);
   Value r = eval(n->b.get(), env);
+  charge(value_size(l) + value_size(r));
   if (op == "==") return Value::boolean(loose_equal(l, r));
   if (op == "!=") return Value::boolean(!loose_equal(l, r));
   if (l.is_undefined() || r.is_undefined()) {

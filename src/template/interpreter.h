@@ -33,6 +33,10 @@ struct EvalError {
 [[noreturn]] void throw_eval(std::string msg);
 // An integer result: int64 when it fits, else a double (JS keeps such values as IntegerValue).
 Value int_or_float(double x);
+// What a value weighs in the work budget: characters of a string, elements of a list or dict.
+int64_t value_size(const Value& v);
+// The longest list range() builds (1 Mi elements; the reference has no limit).
+constexpr int64_t kMaxRangeLength = int64_t(1) << 20;
 
 class Interpreter {
  public:
@@ -48,6 +52,15 @@ class Interpreter {
   // Stack bytes render() may use (the main thread and std::thread get 8 MiB on Linux).
   static constexpr uintptr_t kStackBudget = 1 << 20;
   uintptr_t stack_base_ = 0;
+  // The work one render may do, in units: each evaluated node costs 1 plus the size (characters,
+  // or elements) of what it produces, and a filter, operator or member access also the size of
+  // what it reads; literal text costs its length. A chat template over a full 196K-token
+  // conversation spends a few million; a template that loops or grows without bound (a hostile
+  // checkpoint, or a fuzzer's input) stops with an error instead of running for hours or taking
+  // all memory. The reference has no such limit (it would run out of memory or time).
+  static constexpr int64_t kWorkBudget = int64_t(1) << 28;
+  int64_t work_ = 0;
+  void charge(int64_t units);
   Value eval_inner(const Node* n, const EnvPtr& env);
   Value eval_binary(const Node* n, const EnvPtr& env);
   Value eval_member(const Node* n, const EnvPtr& env);

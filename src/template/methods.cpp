@@ -3,6 +3,7 @@
 // dictsort), list (length); and the globals (namespace, true/false/none, raise_exception, range,
 // strftime_now). Semantics are the reference's, e.g. `strip('\n')` ignores its argument.
 #include <algorithm>
+#include <cmath>
 #include <ctime>
 
 #include "base/error.h"
@@ -349,6 +350,9 @@ void install_globals(Env& env) {
               start = 0;
             }
             if (step == 0) throw_eval("range() step must not be zero");
+            if (!std::isfinite(start) || !std::isfinite(stop) || !std::isfinite(step) ||
+                std::ceil((stop - start) / step) > double(kMaxRangeLength))
+              throw_eval(fmt::format("range() would build more than {} elements", kMaxRangeLength));
             Array out;
             for (double i = start; step > 0 ? i < stop : i > stop; i += step)
               out.push_back(std::fmod(i, 1.0) == 0 ? Value::integer(int64_t(i)) : Value::number(i));

@@ -169,6 +169,19 @@ TEST_F(HostileTest, TransferEncodingWithContentLengthIs400) {
   EXPECT_TRUE(engine.requests().empty());
 }
 
+// Found by http_fuzz: a POST with neither Content-Length nor Transfer-Encoding has no body
+// (RFC 9112 §6.3); it was answered only after the server's 5 s read timeout, waiting for an EOF.
+TEST_F(HostileTest, PostWithoutFramingHasNoBody) {
+  start();
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string reply =
+      raw_exchange(port, "POST /v1/completions HTTP/1.1\r\nHost: x\r\n\r\n{\"prompt\": \"unframed\"}");
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(status_of(reply), 400) << reply;
+  EXPECT_NE(reply.find("not valid JSON"), std::string::npos) << reply;  // the empty body, not the bytes after the head
+  EXPECT_LT(ms, 2000);
+}
+
 // Finding 8: header fields are limited in number and total size (431), before any body is read.
 TEST_F(HostileTest, TooManyOrTooLargeHeadersAre431) {
   start();

@@ -67,6 +67,23 @@ TEST(ChatTemplate, NamedTemplatesPickToolUse) {
 
 // Interleaved thinking (spec 6.3): reasoning is re-rendered only for assistant turns after the
 // last user message, whether it came as reasoning_content or as <think> inside content.
+// The render work budget (template/interpreter.h) leaves room for real conversations: 2,000
+// turns with reasoning and tool calls, 3 MB of text (past a 196K-token context), render whole;
+// it takes 23 M of the 268 M units.
+TEST(ChatTemplate, WorkBudgetFitsAFullContextConversation) {
+  auto t = m2();
+  json msgs = json::array();
+  const std::string text(1000, 'w');
+  for (int i = 0; i < 1000; ++i) {
+    msgs.push_back({{"role", "user"}, {"content", text}});
+    msgs.push_back({{"role", "assistant"}, {"reasoning_content", text}, {"content", text},
+                    {"tool_calls", json::parse(R"([{"type": "function", "function": {"name": "f",
+                                                   "arguments": {"x": 1}}}])")}});
+  }
+  const std::string out = t.render(msgs, nullptr, true);
+  EXPECT_GT(out.size(), size_t(2000000));
+}
+
 TEST(ChatTemplate, MiniMaxM2InterleavedThinking) {
   auto t = m2();
   json history = json::parse(R"([

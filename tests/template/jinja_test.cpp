@@ -131,6 +131,15 @@ TEST(Jinja, Errors) {
   for (int i = 0; i < 300; ++i) deep = json::array({deep});
   EXPECT_THROW(R("{{ x | tojson }}", {{"x", deep}}), TemplateError);
   EXPECT_THROW(R("{% set ns = namespace(a=1) %}{% set ns.a = ns %}{{ ns | tojson }}"), TemplateError);
+  // Templates that loop or grow without bound stop with an error (found by template_fuzz: each
+  // of these ran out of memory or time before the work budget and the range() cap existed).
+  EXPECT_THROW(R("{% for i in range(2000000000) %}{% endfor %}"), TemplateError);
+  EXPECT_THROW(R("{% set x = 'ab' %}{% for i in range(40) %}{% set x = x ~ x %}{% endfor %}{{ x | length }}"),
+               TemplateError);
+  EXPECT_THROW(R("{% for i in range(100000) %}{% for j in range(100000) %}{{ j }}{% endfor %}{% endfor %}"),
+               TemplateError);
+  EXPECT_THROW(R("{% for i in range(1000000) %}" + std::string(4000, 'x') + "{% endfor %}"), TemplateError);
+  EXPECT_EQ(R("{{ range(1048576) | length }}"), "1048576");  // the cap itself is allowed
   json shallow = 1;
   for (int i = 0; i < 200; ++i) shallow = json::array({shallow});
   EXPECT_EQ(R("{{ x | tojson }}", {{"x", shallow}}), std::string(200, '[') + "1" + std::string(200, ']'));

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Runs one libFuzzer target for a while over its seeds and a corpus that grows between runs.
+#   run_fuzz.sh NAME BINARY SECONDS WORKDIR
+# NAME is safetensors | http | template. Exit 0: no finding; 1: a finding (the input that shows
+# it is left in WORKDIR, named crash-*, oom-*, timeout-* or slow-*, and the log says how to
+# replay it); 77: skipped (the binary was not built because clang is missing; a failure under CI=true).
+set -uo pipefail
+name=$1 bin=$2 secs=$3 work=$4
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+if [ ! -x "$bin" ]; then
+  echo "fuzz: $bin was not built (needs clang and libclang-rt-14-dev: scripts/setup.sh installs them)"
+  [ "${CI:-}" = "true" ] && exit 1
+  exit 77
+fi
+corpus=$work/corpus_$name seeds=$work/seeds_$name
+mkdir -p "$corpus" "$seeds"
+case $name in
+  template)
+    cp "$root"/tests/data/chat_templates/*.jinja "$root"/tests/data/minimax_m2_chat_template.jinja \
+       "$root"/data/chat_templates/*.jinja "$seeds"/
+    args=(-dict="$here/jinja.dict" -max_len=16384) ;;
+  http)
+    MMX_FUZZ_SEED_DIR=$seeds "$bin" -runs=0 "$seeds" >/dev/null 2>&1
+    args=(-dict="$here/http.dict" -max_len=4096) ;;
+  safetensors)
+    MMX_FUZZ_SEED_DIR=$seeds "$bin" -runs=0 "$seeds" >/dev/null 2>&1
+    args=(-dict="$here/safetensors.dict" -max_len=4096) ;;
+  *) echo "fuzz: unknown target $name"; exit 2 ;;
+esac
+echo "fuzz: $name for $secs s (corpus $corpus)"
+"$bin" "${args[@]}" -max_total_time="$secs" -timeout=30 -rss_limit_mb=2048 -print_final_stats=1 \
+  -artifact_prefix="$work/" "$corpus" "$seeds" 2>&1 | grep -v -E "^#[0-9]+\s+(NEW|REDUCE)|NEW_FUNC" | tail -40
+rc=${PIPESTATUS[0]}
+if [ "$rc" -ne 0 ]; then
+  echo "fuzz: FINDING in $name (exit $rc); replay: $bin $work/<crash|oom|timeout>-*"
+  exit 1
+fi
+echo "fuzz: $name ran $secs s without a finding"

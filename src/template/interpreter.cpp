@@ -74,7 +74,7 @@ Value Interpreter::eval(const Node* n, const EnvPtr& env) {
     throw EvalError{"Maximum call stack size exceeded", false, true, n->pos};
   try {
     Value v = eval_inner(n, env);
-    charge(1 + value_size(v));
+    charge(kNodeCost + value_size(v));
     return v;
   } catch (EvalError& e) {
     if (!e.located) {
@@ -426,6 +426,7 @@ std::string Interpreter::eval_for(const Node* n, const EnvPtr& env) {
   bool no_iteration = true;
   int64_t len = int64_t(items.size());
   for (int64_t i = 0; i < len; ++i) {
+    charge(16 * kNodeCost);  // a scope and the nine-field loop object per iteration
     Object loop;
     loop.set("index", Value::integer(i + 1));
     loop.set("index0", Value::integer(i));

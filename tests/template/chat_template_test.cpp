@@ -69,7 +69,7 @@ TEST(ChatTemplate, NamedTemplatesPickToolUse) {
 // last user message, whether it came as reasoning_content or as <think> inside content.
 // The render work budget (template/interpreter.h) leaves room for real conversations: 2,000
 // turns with reasoning and tool calls, 3 MB of text (past a 196K-token context), render whole;
-// it takes 23 M of the 268 M units.
+// it takes 31 M of the 268 M units.
 TEST(ChatTemplate, WorkBudgetFitsAFullContextConversation) {
   auto t = m2();
   json msgs = json::array();

@@ -65,7 +65,9 @@ uint64_t Engine::submit(GenRequest r, std::function<void(const GenEvent&)> on_ev
   else {
     try {
       validate_token_ids(Tensor(r.prompt.data(), DType::kI32, {n_prompt}), model_.config().vocab_size);
-      q->sampler = std::make_unique<Sampler>(r.sampling);
+      std::vector<int32_t> stops = r.stop_ids;  // the request's, then the model's eos unless ignored
+      if (!r.ignore_eos) stops.insert(stops.end(), opts_.eos_ids.begin(), opts_.eos_ids.end());
+      q->sampler = std::make_unique<Sampler>(r.sampling, r.prompt, std::move(stops));
     } catch (const Error& e) {
       err.error = e.what(), err.http_status = 400;
     }
@@ -190,9 +192,7 @@ void Engine::sample(Req& r, const float* lg) {
   r.tokens.push_back(tok);
   ++r.n_generated;
   emit(r, e);
-  const bool stop = std::find(r.in.stop_ids.begin(), r.in.stop_ids.end(), tok) != r.in.stop_ids.end() ||
-                    std::find(opts_.eos_ids.begin(), opts_.eos_ids.end(), tok) != opts_.eos_ids.end();
-  if (stop) finish(r, "stop");
+  if (r.sampler->stops(tok)) finish(r, "stop");
   else if (r.n_generated >= r.in.max_tokens) finish(r, "length");
 }
 

@@ -43,7 +43,7 @@ struct EngineOptions {
   int64_t state_checkpoint_every = 1024;     // lightning snapshot spacing (rounded to pages)
   int max_state_snapshots = 8;     // lightning prefix snapshots kept (each = one sequence's states)
   int64_t n_valid_vocab = 0;       // > 0: never sample ids >= this (padded lm_head rows)
-  std::vector<int32_t> eos_ids;    // always stop ids
+  std::vector<int32_t> eos_ids;    // stop ids of every request that does not set ignore_eos
   bool start_thread = true;        // false: the caller drives step() (deterministic tests)
   bool check_integrity = false;    // run memory.check_integrity() after every step (tests)
 };

@@ -22,6 +22,7 @@ struct GenRequest {
   SamplingParams sampling;
   int64_t max_tokens = 16;          // >= 1; the engine also stops at the context limit
   std::vector<int32_t> stop_ids;    // finish with reason "stop" after emitting one of these
+  bool ignore_eos = false;          // the model's eos ids do not stop it (only stop_ids do)
   int top_logprobs = 0;             // 0..20: alternatives per emitted token (logprobs always sent)
   int64_t priority = 0;             // reserved (fair FIFO today)
 };

@@ -32,8 +32,7 @@ Buffer prefill_logits(Model& model, const std::vector<int32_t>& ids, int64_t chu
 }
 
 std::vector<int32_t> generate(Model& model, const std::vector<int32_t>& prompt, int n_new,
-                              Sampler& sampler, const std::vector<int64_t>& stop_ids,
-                              const std::function<bool(int32_t)>& on_token, GenerateStats* stats,
+                              Sampler& sampler, const std::function<bool(int32_t)>& on_token, GenerateStats* stats,
                               int64_t n_valid_vocab) {
   const ModelConfig& c = model.config();
   if (prompt.empty()) fail("the prompt is empty: give at least one token");
@@ -69,7 +68,7 @@ std::vector<int32_t> generate(Model& model, const std::vector<int32_t>& prompt, 
     tok = sampler.sample(logits.f32(), n_sample);
     out.push_back(tok);
     if (on_token && !on_token(tok)) break;
-    if (std::find(stop_ids.begin(), stop_ids.end(), tok) != stop_ids.end()) break;
+    if (sampler.stops(tok)) break;
     if (i + 1 == n_new) break;
     pos = int32_t(kv.n_past());
     b.pos0 = kv.n_past();

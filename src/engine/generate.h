@@ -17,11 +17,10 @@ struct GenerateStats {
 };
 
 // Generates up to n_new tokens after `prompt`. on_token(id) is called per token; returning
-// false stops early. Stops after an id in stop_ids (included in the output).
+// false stops early. Stops after a token the sampler's stop rule names (included in the output).
 // Throws mmx::Error for invalid ids or when prompt + n_new exceeds the model's context.
 std::vector<int32_t> generate(Model& model, const std::vector<int32_t>& prompt, int n_new,
-                              Sampler& sampler, const std::vector<int64_t>& stop_ids,
-                              const std::function<bool(int32_t)>& on_token, GenerateStats* stats,
+                              Sampler& sampler, const std::function<bool(int32_t)>& on_token, GenerateStats* stats,
                               int64_t n_valid_vocab = 0);
 // n_valid_vocab > 0 restricts sampling to ids [0, n_valid_vocab): embedding/lm_head rows past the
 // tokenizer's vocabulary are padding (M2: 200064 rows; spec §6.1) and must never be sampled.

@@ -1,7 +1,9 @@
 #include "server/request.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
+#include <cstdlib>
 
 #include "base/json_nesting.h"
 #include "server/api_error.h"
@@ -48,7 +50,8 @@ std::string get_string(const ojson& j, const char* key) {
 
 // ---- the shared sampling / output fields ----
 
-void parse_common(const ojson& b, GenerationParams& p, bool chat) {
+void parse_common(const ojson& b, GenerationParams& p, bool chat, const SamplingParams& defaults) {
+  p.sampling = defaults;
   if (has(b, "model")) p.model = get_string(b, "model");
   if (has(b, "temperature")) {
     const double t = get_number(b, "temperature");
@@ -74,6 +77,40 @@ void parse_common(const ojson& b, GenerationParams& p, bool chat) {
     p.sampling.seed = uint64_t(get_int(b, "seed"));
     p.has_seed = true;
   }
+  for (const char* key : {"presence_penalty", "frequency_penalty"}) {  // OpenAI: -2..2
+    if (!has(b, key)) continue;
+    const double v = get_number(b, key);
+    if (v < -2 || v > 2) bad_request(std::string("'") + key + "' must be in [-2, 2]", key);
+    (key[0] == 'p' ? p.sampling.presence_penalty : p.sampling.frequency_penalty) = float(v);
+  }
+  if (has(b, "repetition_penalty")) {  // vLLM / llama.cpp: > 0, 1 = off
+    const double v = get_number(b, "repetition_penalty");
+    if (!(v > 0 && v <= 10)) bad_request("'repetition_penalty' must be in (0, 10] (1 = off)", "repetition_penalty");
+    p.sampling.repetition_penalty = float(v);
+  }
+  if (has(b, "logit_bias")) {  // OpenAI: {"token id": bias in -100..100}
+    const ojson& lb = b.at("logit_bias");
+    if (!lb.is_object()) bad_request("'logit_bias' must be an object of token id -> bias", "logit_bias");
+    if (lb.size() > size_t(kMaxLogitBias))
+      bad_request("'logit_bias' takes at most " + std::to_string(kMaxLogitBias) + " entries", "logit_bias");
+    for (auto it = lb.begin(); it != lb.end(); ++it) {
+      const std::string& k = it.key();
+      char* end = nullptr;
+      const long long id = std::strtoll(k.c_str(), &end, 10);
+      if (k.empty() || *end != '\0' || id < 0 || id > INT32_MAX)
+        bad_request("'logit_bias' keys must be token ids (decimal strings), got '" + k + "'", "logit_bias");
+      if (!it.value().is_number() || !std::isfinite(it.value().get<double>()) || it.value().get<double>() < -100 ||
+          it.value().get<double>() > 100)
+        bad_request("'logit_bias' values must be numbers in [-100, 100]", "logit_bias");
+      p.sampling.logit_bias.push_back({int32_t(id), it.value().get<float>()});
+    }
+  }
+  if (has(b, "min_tokens")) {  // vLLM: stop ids are masked until this many tokens were generated
+    const int64_t m = get_int(b, "min_tokens");
+    if (m < 0) bad_request("'min_tokens' must be >= 0", "min_tokens");
+    p.sampling.min_tokens = m;
+  }
+  if (has(b, "ignore_eos")) p.ignore_eos = get_bool(b, "ignore_eos");
   // max_completion_tokens (the newer name) wins over max_tokens when both are given.
   for (const char* key : {"max_tokens", "max_completion_tokens"}) {
     if (!has(b, key)) continue;
@@ -199,9 +236,9 @@ ojson parse_body(const std::string& body) {
   return j;
 }
 
-ChatRequest parse_chat_request(const ojson& b) {
+ChatRequest parse_chat_request(const ojson& b, const SamplingParams& defaults) {
   ChatRequest r;
-  parse_common(b, r, /*chat=*/true);
+  parse_common(b, r, /*chat=*/true, defaults);
   if (!b.contains("messages")) bad_request("'messages' is required", "messages");
   check_messages(b.at("messages"));
   r.messages = b.at("messages");
@@ -233,9 +270,9 @@ ChatRequest parse_chat_request(const ojson& b) {
   return r;
 }
 
-CompletionRequest parse_completion_request(const ojson& b) {
+CompletionRequest parse_completion_request(const ojson& b, const SamplingParams& defaults) {
   CompletionRequest r;
-  parse_common(b, r, /*chat=*/false);
+  parse_common(b, r, /*chat=*/false, defaults);
   if (!b.contains("prompt")) bad_request("'prompt' is required", "prompt");
   ojson p = b.at("prompt");
   // A one-element list of strings or of id lists is the same as its element.

@@ -21,13 +21,17 @@ using ojson = nlohmann::ordered_json;
 constexpr int kMaxChoices = 16;       // n in 1..16
 constexpr int kMaxTopLogprobs = 20;   // top_logprobs in 0..20
 constexpr int kMaxStopStrings = 16;
+constexpr int kMaxLogitBias = 1024;   // logit_bias entries (OpenAI allows 300)
 constexpr int kMaxJsonDepth = 64;    // deeper request bodies are refused (400)
 
 // Fields shared by /v1/chat/completions and /v1/completions.
 struct GenerationParams {
   std::string model;                  // "" when the client did not name one
-  SamplingParams sampling;            // temperature, top_p, top_k, min_p, seed
-  bool has_seed = false;              // seed given: choice i uses seed + i
+  // temperature, top_p, top_k, min_p, seed, penalties, logit_bias, min_tokens; what the request
+  // does not give comes from the checkpoint's generation_config.json (ServedModel::sampling).
+  SamplingParams sampling;
+  bool has_seed = false;              // seed given: choice i uses seed + i; else the server draws one
+  bool ignore_eos = false;            // vLLM's: generate past the model's eos
   std::optional<int64_t> max_tokens;  // >= 1; none = up to the context limit
   std::vector<std::string> stop;      // non-empty strings, matched on the output text
   int n = 1;                          // independent choices, 1..kMaxChoices
@@ -53,7 +57,8 @@ struct CompletionRequest : GenerationParams {
 // non-object top level.
 ojson parse_body(const std::string& body);
 
-ChatRequest parse_chat_request(const ojson& body);
-CompletionRequest parse_completion_request(const ojson& body);
+// `defaults`: the sampling a request starts from (the checkpoint's generation_config.json).
+ChatRequest parse_chat_request(const ojson& body, const SamplingParams& defaults = {});
+CompletionRequest parse_completion_request(const ojson& body, const SamplingParams& defaults = {});
 
 }  // namespace mmx::server

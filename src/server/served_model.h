@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "chat/output_parser.h"
+#include "engine/sampler.h"
 #include "template/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -19,6 +20,7 @@ struct ServedModel {
   const ChatTemplate* chat_template = nullptr;    // null: /v1/chat/completions answers 400
   chat::OutputFormat format = chat::OutputFormat::kM2;
   std::vector<int32_t> eos_ids;                   // generation stops here; never shown as text
+  SamplingParams sampling;                        // defaults for what a request omits (generation_config.json)
   int64_t created = 0;                            // unix time for /v1/models
 };
 

@@ -203,7 +203,13 @@ Server::Server(EngineApi& engine, ServedModel model, ServerOptions opts)
     : engine_(engine), model_(std::move(model)), opts_(std::move(opts)), http_(std::make_unique<httplib::Server>()) {
   MMX_CHECK(model_.tokenizer != nullptr, "ServedModel needs a tokenizer");
   if (model_.created == 0) model_.created = int64_t(std::time(nullptr));
+  seed_rng_.seed(opts_.seed ? *opts_.seed : std::random_device{}());
   routes();
+}
+
+uint64_t Server::next_seed() {
+  std::lock_guard<std::mutex> l(seed_mu_);
+  return seed_rng_();
 }
 
 Server::~Server() { stop(); }
@@ -421,7 +427,7 @@ void run_job(std::shared_ptr<Job> job, EngineApi& engine, ServerMetrics& metrics
 }
 
 GenRequest make_gen_request(const GenerationParams& p, std::vector<int32_t> ids, int64_t context,
-                            int64_t default_max_tokens,
+                            int64_t default_max_tokens, int64_t vocab,
                             const std::vector<int32_t>& eos, const char* prompt_param) {
   const int64_t n_prompt = int64_t(ids.size());
   if (n_prompt >= context) context_exceeded(context, std::to_string(n_prompt), prompt_param);
@@ -430,8 +436,11 @@ GenRequest make_gen_request(const GenerationParams& p, std::vector<int32_t> ids,
   g.sampling = p.sampling;
   g.max_tokens = std::min(p.max_tokens.value_or(default_max_tokens > 0 ? default_max_tokens : context),
                           context - n_prompt);
-  g.stop_ids = eos;
+  if (!p.ignore_eos) g.stop_ids = eos;
+  g.ignore_eos = p.ignore_eos;
   g.top_logprobs = p.top_logprobs;
+  for (const auto& [id, bias] : p.sampling.logit_bias)
+    if (id >= vocab) bad_request("'logit_bias' names token id " + std::to_string(id) + ", outside the vocabulary", "logit_bias");
   return g;
 }
 
@@ -440,7 +449,8 @@ GenRequest make_gen_request(const GenerationParams& p, std::vector<int32_t> ids,
 void Server::handle_chat(const std::string& body, httplib::Response& res) {
   const double t0 = now_s();
   try {
-    ChatRequest cr = parse_chat_request(parse_body(body));
+    ChatRequest cr = parse_chat_request(parse_body(body), model_.sampling);
+    if (!cr.has_seed) cr.sampling.seed = next_seed();
     check_model(cr.model);
     if (cr.tool_choice != "auto" && cr.tool_choice != "none" && cr.tool_choice != "required") {
       // A named function: only that tool is offered.
@@ -453,7 +463,7 @@ void Server::handle_chat(const std::string& body, httplib::Response& res) {
     const int64_t ctx = engine_.context_limit();
     ChatPrompt p = build_chat_prompt(model_, cr, opts_.drop_reasoning_over, ctx, opts_.special_in_content);
     if (p.dropped_reasoning_turns > 0) metrics_.count_dropped_reasoning(p.dropped_reasoning_turns);
-    GenRequest g = make_gen_request(cr, p.ids, ctx, opts_.default_max_tokens, model_.eos_ids, "messages");
+    GenRequest g = make_gen_request(cr, p.ids, ctx, opts_.default_max_tokens, model_.tokenizer->vocab_size(), model_.eos_ids, "messages");
 
     auto job = new_job(true, new_id("chatcmpl-"), model_, cr, opts_.stream_ping_ms, int64_t(p.ids.size()));
     job->split_reasoning = model_.format != chat::OutputFormat::kM2AppendThink;
@@ -481,7 +491,8 @@ void Server::handle_chat(const std::string& body, httplib::Response& res) {
 void Server::handle_completion(const std::string& body, httplib::Response& res) {
   const double t0 = now_s();
   try {
-    CompletionRequest cr = parse_completion_request(parse_body(body));
+    CompletionRequest cr = parse_completion_request(parse_body(body), model_.sampling);
+    if (!cr.has_seed) cr.sampling.seed = next_seed();
     check_model(cr.model);
     const tok::Tokenizer& tok = *model_.tokenizer;
     std::vector<int32_t> ids = cr.prompt_ids;
@@ -495,7 +506,7 @@ void Server::handle_completion(const std::string& body, httplib::Response& res) 
     for (int32_t id : ids)
       if (!tok.has_id(id)) bad_request("token id " + std::to_string(id) + " is not in the vocabulary", "prompt");
     const int64_t ctx = engine_.context_limit();
-    GenRequest g = make_gen_request(cr, ids, ctx, opts_.default_max_tokens, model_.eos_ids, "prompt");
+    GenRequest g = make_gen_request(cr, ids, ctx, opts_.default_max_tokens, model_.tokenizer->vocab_size(), model_.eos_ids, "prompt");
 
     auto job = new_job(false, new_id("cmpl-"), model_, cr, opts_.stream_ping_ms, int64_t(ids.size()));
     const std::vector<std::string> stop = cr.stop;

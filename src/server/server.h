@@ -15,6 +15,9 @@
 #include <atomic>
 #include <cstddef>
 #include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
 #include <string>
 #include <thread>
 
@@ -52,6 +55,9 @@ struct ServerOptions {
   // max_tokens rows of KV per request until paged KV lands, so a real 196K-context model must not
   // reserve the whole context for every request.
   int64_t default_max_tokens = 8192;
+  // The sampling seed of a request that gives none is drawn from a server RNG seeded with this
+  // (--seed: the same requests in the same order sample the same), or from std::random_device.
+  std::optional<uint64_t> seed;
 };
 
 // Process-wide: makes glibc give large freed blocks back to the system. Its default mmap
@@ -82,6 +88,7 @@ class Server {
   void handle_chat(const std::string& body, httplib::Response& res);
   void handle_completion(const std::string& body, httplib::Response& res);
   std::string new_id(const char* prefix);
+  uint64_t next_seed();
   void check_model(const std::string& name) const;
 
   EngineApi& engine_;
@@ -92,6 +99,8 @@ class Server {
   std::unique_ptr<Front> front_;
   std::thread thread_;
   std::atomic<uint64_t> n_requests_{0};
+  std::mutex seed_mu_;
+  std::mt19937_64 seed_rng_;
 };
 
 }  // namespace mmx::server

@@ -48,12 +48,15 @@ EngineOptions test_options(int64_t batch_tokens, int64_t max_running = 16) {
 }
 
 // Submits the requests to `e` (driven on this thread), runs them to the end, collects events.
-std::vector<Result> run_on(Engine& e, const std::vector<std::vector<int32_t>>& prompts, int64_t max_tokens) {
+// Greedy unless `sp` is given; then request i samples with sp and seed sp->seed + i.
+std::vector<Result> run_on(Engine& e, const std::vector<std::vector<int32_t>>& prompts, int64_t max_tokens,
+                           const SamplingParams* sp = nullptr) {
   std::vector<Result> out(prompts.size());
   for (size_t i = 0; i < prompts.size(); ++i) {
     GenRequest r;
     r.prompt = prompts[i];
     r.sampling.temperature = 0;
+    if (sp) r.sampling = *sp, r.sampling.seed = sp->seed + i;
     r.max_tokens = max_tokens;
     e.submit(r, [&out, i](const GenEvent& ev) {
       if (ev.kind == GenEvent::kToken) out[i].ids.push_back(ev.token), out[i].logprobs.push_back(ev.logprob);
@@ -69,9 +72,9 @@ std::vector<Result> run_on(Engine& e, const std::vector<std::vector<int32_t>>& p
 }
 
 std::vector<Result> run(Model& m, const std::vector<std::vector<int32_t>>& prompts, int64_t max_tokens,
-                        int64_t batch_tokens, int64_t max_running = 16) {
+                        int64_t batch_tokens, int64_t max_running = 16, const SamplingParams* sp = nullptr) {
   Engine e(m, test_options(batch_tokens, max_running));
-  return run_on(e, prompts, max_tokens);
+  return run_on(e, prompts, max_tokens, sp);
 }
 
 class EngineFamilies : public ::testing::TestWithParam<std::string> {};
@@ -92,8 +95,10 @@ TEST_P(EngineFamilies, BatchedEqualsAlone) {
     }
   }
   // The engine's greedy stream equals the single-sequence generate() loop.
-  Sampler s(SamplingParams{0.0f});
-  EXPECT_EQ(generate(*model, prompts[3], 12, s, {}, nullptr, nullptr), alone[3].ids);
+  SamplingParams greedy;
+  greedy.temperature = 0;
+  Sampler s(greedy);
+  EXPECT_EQ(generate(*model, prompts[3], 12, s, nullptr, nullptr), alone[3].ids);
 }
 
 // Prefix cache: a request whose prompt shares a prefix with an earlier one maps the cached pages
@@ -156,6 +161,40 @@ TEST_P(EngineFamilies, PreemptedEqualsAlone) {
     EXPECT_EQ(got[i].ids, alone[i].ids) << "request " << i;
     EXPECT_EQ(got[i].n_done_events, 1);
   }
+}
+
+// Sampling at temperature 1 (top-p and the penalties on, fixed seeds): each stream is the same
+// alone, batched with chunked prefill, and after preemption — the seeded RNG and the penalty
+// state travel with the request, and the logits do not depend on the batch.
+TEST_P(EngineFamilies, SampledAloneBatchedPreemptedAgree) {
+  auto model = load_model(tiny_dir(GetParam()));
+  SamplingParams sp;
+  sp.temperature = 1.0f;
+  sp.top_p = 0.95f;
+  sp.seed = 77;
+  sp.presence_penalty = 0.3f, sp.frequency_penalty = 0.2f, sp.repetition_penalty = 1.2f;
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 6; ++i) prompts.push_back(prompt(8 + 9 * i, 700 + i));
+  std::vector<Result> alone;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    SamplingParams one = sp;
+    one.seed = sp.seed + i;  // the seed run_on gives request i
+    alone.push_back(run(*model, {prompts[i]}, 16, 4096, 16, &one)[0]);
+  }
+  const std::vector<Result> batched = run(*model, prompts, 16, 16, 16, &sp);
+  EngineOptions o = test_options(48);
+  const int64_t page = model->config().kv_page();
+  o.kv_pages = (96 + page - 1) / page;
+  Engine e(*model, o);
+  const std::vector<Result> preempted = run_on(e, prompts, 16, &sp);
+  EXPECT_GT(e.preemptions(), 0);
+  std::set<std::vector<int32_t>> distinct;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(batched[i].ids, alone[i].ids) << "request " << i;
+    EXPECT_EQ(preempted[i].ids, alone[i].ids) << "request " << i;
+    distinct.insert(alone[i].ids);
+  }
+  EXPECT_EQ(distinct.size(), prompts.size());  // really sampled per request
 }
 
 // n choices of one prompt (or a burst of requests with one system prompt) arrive together: the
@@ -288,6 +327,83 @@ TEST(Engine, LogprobsMatchTheGreedyToken) {
   });
   e.run_until_idle();
   EXPECT_EQ(n, 5);
+}
+
+// Logprobs (and the top alternatives) are the log-softmax of the model's logits at each step,
+// checked against an fp64 log-softmax of prefill_logits over the prompt + the sampled tokens.
+TEST(Engine, LogprobsAreTheLogSoftmaxOfTheLogits) {
+  auto model = load_model(tiny_dir("minimax_m2"));
+  EngineOptions o;
+  o.start_thread = false;
+  Engine e(*model, o);
+  GenRequest r;
+  r.prompt = prompt(9, 3);
+  r.sampling.temperature = 1.0f;
+  r.sampling.seed = 5;
+  r.max_tokens = 6;
+  r.top_logprobs = 4;
+  std::vector<GenEvent> evs;
+  e.submit(r, [&](const GenEvent& ev) {
+    if (ev.kind == GenEvent::kToken) evs.push_back(ev);
+  });
+  e.run_until_idle();
+  ASSERT_EQ(evs.size(), 6u);
+  std::vector<int32_t> ids = r.prompt;
+  for (const GenEvent& ev : evs) ids.push_back(ev.token);
+  ids.pop_back();  // the last token's logits are not needed
+  const Buffer logits = prefill_logits(*model, ids, 0);  // [n, vocab]
+  const int64_t V = model->config().vocab_size;
+  for (size_t j = 0; j < evs.size(); ++j) {
+    const float* row = logits.f32() + (int64_t(r.prompt.size()) - 1 + int64_t(j)) * V;
+    double mx = row[0], z = 0;
+    for (int64_t v = 1; v < V; ++v) mx = std::max(mx, double(row[v]));
+    for (int64_t v = 0; v < V; ++v) z += std::exp(double(row[v]) - mx);
+    auto lsm = [&](int32_t id) { return double(row[id]) - mx - std::log(z); };
+    EXPECT_NEAR(evs[j].logprob, lsm(evs[j].token), 1e-5) << "token " << j;
+    ASSERT_EQ(evs[j].top.size(), 4u);
+    for (const TokenLogprob& t : evs[j].top) EXPECT_NEAR(t.logprob, lsm(t.id), 1e-5);
+    int64_t best = 0;
+    for (int64_t v = 1; v < V; ++v)
+      if (row[v] > row[best]) best = v;
+    EXPECT_EQ(evs[j].top[0].id, best);
+  }
+}
+
+// ignore_eos: the model's eos ids do not stop a request (its own stop ids still do); min_tokens
+// masks every stop id until that many tokens were generated.
+TEST(Engine, IgnoreEosAndMinTokens) {
+  auto model = load_model(tiny_dir("minimax_m2"));
+  auto greedy = [&](std::vector<int32_t> eos, bool ignore_eos, int64_t min_tokens) {
+    EngineOptions o;
+    o.start_thread = false;
+    o.eos_ids = std::move(eos);
+    Engine e(*model, o);
+    GenRequest r;
+    r.prompt = prompt(7, 9);
+    r.sampling.temperature = 0;
+    r.sampling.min_tokens = min_tokens;
+    r.ignore_eos = ignore_eos;
+    r.max_tokens = 8;
+    Result out;
+    e.submit(r, [&](const GenEvent& ev) {
+      if (ev.kind == GenEvent::kToken) out.ids.push_back(ev.token);
+      if (ev.kind == GenEvent::kDone) out.finish = ev.finish_reason;
+    });
+    e.run_until_idle();
+    return out;
+  };
+  const Result free_run = greedy({}, false, 0);
+  ASSERT_EQ(free_run.ids.size(), 8u);
+  const int32_t third = free_run.ids[2];  // make the 3rd greedy token an eos
+  const Result stopped = greedy({third}, false, 0);
+  EXPECT_EQ(stopped.finish, "stop");
+  EXPECT_EQ(stopped.ids, std::vector<int32_t>(free_run.ids.begin(), free_run.ids.begin() + 3));
+  const Result ignored = greedy({third}, true, 0);
+  EXPECT_EQ(ignored.finish, "length");
+  EXPECT_EQ(ignored.ids, free_run.ids);
+  const Result held = greedy({third}, false, 4);  // the eos is masked at step 3: another token
+  EXPECT_GE(held.ids.size(), 4u);
+  EXPECT_NE(held.ids[2], third);
 }
 
 TEST(Engine, CancelStopsEventsAndFreesMemory) {

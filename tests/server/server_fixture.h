@@ -78,6 +78,7 @@ class ServerTest : public ::testing::Test {
   int port = 0;
   ServerOptions opts;
   chat::OutputFormat format = chat::OutputFormat::kM2;
+  SamplingParams sampling_defaults;  // ServedModel::sampling
 
   void SetUp() override {
     std::signal(SIGPIPE, SIG_IGN);
@@ -90,6 +91,7 @@ class ServerTest : public ::testing::Test {
     m.chat_template = TinyAssets::get().tmpl.get();
     m.format = format;
     m.eos_ids = {TinyAssets::get().eos};
+    m.sampling = sampling_defaults;
     server = std::make_unique<Server>(engine, m, opts);
     port = server->start("127.0.0.1", 0);
     ASSERT_GT(port, 0);

@@ -268,6 +268,68 @@ TEST_F(ServerTest, MaxTokensLength) {
   EXPECT_EQ(engine.requests()[0].max_tokens, 3);
 }
 
+// A request without a seed gets a fresh one from the server's RNG (two such requests sample
+// differently); with --seed the server's draws repeat across restarts; penalties, logit_bias,
+// min_tokens and ignore_eos reach the engine; what a request omits comes from the served
+// model's defaults (generation_config.json).
+TEST_F(ServerTest, SeedsPenaltiesAndDefaults) {
+  SamplingParams defaults;
+  defaults.temperature = 0.6f, defaults.top_p = 0.95f, defaults.top_k = 40;
+  sampling_defaults = defaults;
+  start();
+  post_json("/v1/chat/completions", chat_body());
+  post_json("/v1/chat/completions", chat_body());
+  post_json("/v1/completions", {{"prompt", "Hi"}});
+  post_json("/v1/chat/completions",
+            chat_body({{"temperature", 1.0}, {"presence_penalty", 0.5}, {"frequency_penalty", -0.25},
+                       {"repetition_penalty", 1.1}, {"logit_bias", {{"5", -100}, {"7", 2.5}}}, {"min_tokens", 3},
+                       {"ignore_eos", true}}));
+  auto reqs = engine.requests();
+  ASSERT_EQ(reqs.size(), 4u);
+  EXPECT_NE(reqs[0].sampling.seed, reqs[1].sampling.seed);
+  EXPECT_NE(reqs[1].sampling.seed, reqs[2].sampling.seed);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_FLOAT_EQ(reqs[size_t(i)].sampling.temperature, 0.6f);
+    EXPECT_FLOAT_EQ(reqs[size_t(i)].sampling.top_p, 0.95f);
+    EXPECT_EQ(reqs[size_t(i)].sampling.top_k, 40);
+    EXPECT_FALSE(reqs[size_t(i)].ignore_eos);
+  }
+  const SamplingParams& q = reqs[3].sampling;
+  EXPECT_FLOAT_EQ(q.temperature, 1.0f);
+  EXPECT_FLOAT_EQ(q.top_p, 0.95f);  // not given: the default
+  EXPECT_FLOAT_EQ(q.presence_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(q.frequency_penalty, -0.25f);
+  EXPECT_FLOAT_EQ(q.repetition_penalty, 1.1f);
+  ASSERT_EQ(q.logit_bias.size(), 2u);
+  EXPECT_EQ(q.logit_bias[0], (std::pair<int32_t, float>{5, -100.0f}));
+  EXPECT_EQ(q.logit_bias[1], (std::pair<int32_t, float>{7, 2.5f}));
+  EXPECT_EQ(q.min_tokens, 3);
+  EXPECT_TRUE(reqs[3].ignore_eos);
+  EXPECT_TRUE(reqs[3].stop_ids.empty());  // ignore_eos: the eos is no stop id
+  // --seed: a restarted server draws the same seeds for the same requests.
+  auto seeds_of = [&](uint64_t seed) {
+    FakeEngine fe;
+    fe.script = engine.script;
+    ServerOptions so = opts;
+    so.seed = seed;
+    ServedModel m;
+    m.name = "tiny-m2";
+    m.tokenizer = TinyAssets::get().tok.get();
+    m.chat_template = TinyAssets::get().tmpl.get();
+    m.eos_ids = {TinyAssets::get().eos};
+    Server srv(fe, m, so);
+    const int p = srv.start("127.0.0.1", 0);
+    httplib::Client c("127.0.0.1", p);
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(c.Post("/v1/chat/completions", chat_body().dump(), "application/json")->status, 200);
+    srv.stop();
+    std::vector<uint64_t> out;
+    for (const GenRequest& r : fe.requests()) out.push_back(r.sampling.seed);
+    return out;
+  };
+  EXPECT_EQ(seeds_of(11), seeds_of(11));
+  EXPECT_NE(seeds_of(11), seeds_of(12));
+}
+
 TEST_F(ServerTest, NChoices) {
   start();
   json r = post_json("/v1/chat/completions", chat_body({{"n", 2}, {"seed", 10}}));
@@ -501,6 +563,14 @@ TEST_F(ServerTest, MalformedInputs) {
   expect_error(post(chat, chat_body({{"tool_choice", "maybe"}}).dump()), 400, "tool_choice word");
   expect_error(post(chat, chat_body({{"top_logprobs", 30}, {"logprobs", true}}).dump()), 400, "top_logprobs 30");
   expect_error(post(chat, chat_body({{"seed", "x"}}).dump()), 400, "seed string");
+  expect_error(post(chat, chat_body({{"presence_penalty", 3}}).dump()), 400, "presence_penalty 3");
+  expect_error(post(chat, chat_body({{"frequency_penalty", -2.5}}).dump()), 400, "frequency_penalty -2.5");
+  expect_error(post(chat, chat_body({{"repetition_penalty", 0}}).dump()), 400, "repetition_penalty 0");
+  expect_error(post(chat, chat_body({{"logit_bias", {{"abc", 1}}}}).dump()), 400, "logit_bias key");
+  expect_error(post(chat, chat_body({{"logit_bias", {{"5", 200}}}}).dump()), 400, "logit_bias value");
+  expect_error(post(chat, chat_body({{"logit_bias", {{"99999999", 1}}}}).dump()), 400, "logit_bias id outside the vocab");
+  expect_error(post(chat, chat_body({{"min_tokens", -1}}).dump()), 400, "min_tokens -1");
+  expect_error(post(chat, chat_body({{"ignore_eos", 1}}).dump()), 400, "ignore_eos number");
   // A template-level refusal: a tool result with no assistant tool call before it.
   expect_error(post(chat, json({{"messages", {{{"role", "tool"}, {"content", "x"}}}}}).dump()), 400, "template raise");
   // Unknown model -> 404 with code model_not_found.

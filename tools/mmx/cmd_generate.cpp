@@ -5,10 +5,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <optional>
+#include <random>
 
 #include "base/error.h"
 #include "common.h"
 #include "engine/generate.h"
+#include "engine/generation_config.h"
 #include "model/msa_stats.h"
 #include "ops/ops.h"
 #include "template/chat_template.h"
@@ -22,7 +24,10 @@ struct Opts {
   std::string model, prompt, ids, system;
   int n = 32, threads = 0;
   LoadOptions load;
-  SamplingParams sp;
+  // Sampling flags; what is not given comes from the checkpoint's generation_config.json.
+  std::optional<float> temperature, top_p, min_p, presence, frequency, repetition;
+  std::optional<int> top_k;
+  std::optional<uint64_t> seed;
   bool stats = false;
   bool ignore_eos = false;
   bool chat = false;
@@ -54,14 +59,27 @@ void run_generate(const Opts& o) {
     if (o.show_prompt) std::fprintf(stderr, "%s", text.c_str());
   }
   auto model = load_for_cli(o.model, o.load);
-  Sampler sampler(o.sp);
+  SamplingParams sp = generation_defaults(o.model);
+  if (o.temperature) sp.temperature = *o.temperature;
+  if (o.top_k) sp.top_k = *o.top_k;
+  if (o.top_p) sp.top_p = *o.top_p;
+  if (o.min_p) sp.min_p = *o.min_p;
+  if (o.presence) sp.presence_penalty = *o.presence;
+  if (o.frequency) sp.frequency_penalty = *o.frequency;
+  if (o.repetition) sp.repetition_penalty = *o.repetition;
+  sp.seed = o.seed ? *o.seed : std::random_device{}();
+  if (!o.seed && sp.temperature > 0)
+    std::fprintf(stderr, "mmx generate: sampling seed %llu (pass --seed to repeat)\n", (unsigned long long)sp.seed);
+  std::vector<int32_t> stops;
+  if (!o.ignore_eos)
+    for (int64_t id : model->config().eos_token_ids) stops.push_back(int32_t(id));
+  Sampler sampler(sp, prompt, stops);
   GenerateStats st;
   MsaStats::get().set_enabled(o.msa_stats);
   std::optional<tok::Detokenizer> detok;
   if (tokenizer && o.ids.empty()) detok.emplace(*tokenizer, /*skip_special_tokens=*/false);
   bool first = true;
   generate(*model, prompt, o.n, sampler,
-           o.ignore_eos ? std::vector<int64_t>{} : model->config().eos_token_ids,
            [&](int32_t t) {
              if (detok) std::fputs(detok->push(t).c_str(), stdout);
              else std::printf(first ? "%d" : " %d", t);
@@ -99,11 +117,17 @@ void add_generate(CLI::App& app, Action& action) {
   c->add_option("--system", o->system, "System message (with --chat)");
   c->add_flag("--show-prompt", o->show_prompt, "Print the rendered prompt on stderr");
   c->add_option("-n,--n-predict", o->n, "Number of tokens to generate")->check(CLI::NonNegativeNumber);
-  c->add_option("--temp", o->sp.temperature, "Sampling temperature (0 = greedy)");
-  c->add_option("--top-k", o->sp.top_k, "Top-k (0 = off)");
-  c->add_option("--top-p", o->sp.top_p, "Top-p nucleus mass (1 = off)");
-  c->add_option("--min-p", o->sp.min_p, "Min-p relative to the most likely token (0 = off)");
-  c->add_option("--seed", o->sp.seed, "Sampling seed");
+  c->add_option("--temp", o->temperature,
+                 "Sampling temperature (0 = greedy); this and the next four default to the checkpoint's "
+                 "generation_config.json (else 1, no filters)");
+  c->add_option("--top-k", o->top_k, "Top-k (0 = off)");
+  c->add_option("--top-p", o->top_p, "Top-p nucleus mass (1 = off)");
+  c->add_option("--min-p", o->min_p, "Min-p relative to the most likely token (0 = off)");
+  c->add_option("--repeat-penalty", o->repetition,
+                "Repetition penalty over prompt and output ids: positive logits / r, negative x r (1 = off)");
+  c->add_option("--presence-penalty", o->presence, "Subtracted from the logit of every id already generated (0 = off)");
+  c->add_option("--frequency-penalty", o->frequency, "Subtracted once per earlier occurrence in the output (0 = off)");
+  c->add_option("--seed", o->seed, "Sampling seed (default: random, printed on stderr)");
   c->add_option("-t,--threads", o->threads, "CPU threads (0 = all cores)");
   add_load_options(c, &o->load);
   c->add_flag("--stats", o->stats, "Print prefill/decode speed on stderr");

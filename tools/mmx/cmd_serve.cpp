@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "base/error.h"
+#include "engine/generation_config.h"
 #include "common.h"
 #include "engine/engine.h"
 #include "ops/ops.h"
@@ -75,6 +76,7 @@ void run_serve(Opts o) {
   sm.chat_template = tmpl ? &*tmpl : nullptr;
   sm.format = pick_format(cfg.family, o.reasoning_format);
   for (int64_t id : cfg.eos_token_ids) sm.eos_ids.push_back(int32_t(id));
+  sm.sampling = generation_defaults(o.model);
 
   o.engine.eos_ids = sm.eos_ids;
   o.engine.n_valid_vocab = tokenizer.vocab_size();
@@ -165,6 +167,9 @@ void add_serve(CLI::App& app, Action& action) {
   c->add_option("--max-header-bytes", o->server.max_header_bytes,
                 "Total bytes of a request's header fields; more get 431")
       ->capture_default_str()->check(CLI::Range(size_t(1024), size_t(1) << 24));
+  c->add_option("--seed", o->server.seed,
+                 "Seed of the RNG that draws the sampling seed of each request that gives none (default: random at "
+                 "start-up; set it for a reproducible server)");
   c->add_option("-t,--threads", o->threads, "CPU threads for the model (0 = all cores)");
   add_load_options(c, &o->load);
   c->callback([o, &action] { action = [o] { run_serve(*o); }; });

@@ -1,6 +1,7 @@
 // Private AVX2/FMA/F16C helpers for the CPU ops: storage-dtype -> f32 conversion, horizontal
-// sums, a vector expf. Header-only and inline; included only by src/ops/cpu/*.cpp and the
-// training kernels (src/train/kernels.cpp, for exp).
+// sums, a vector expf. Header-only and inline; included only by src/ops/cpu/*.cpp, the
+// training kernels (src/train/kernels.cpp, for exp) and the sampler's vocabulary passes
+// (src/engine/sampler.cpp).
 //
 // Not here: anything with a shape, threading, or AVX-512 (the floor is AVX2 + FMA + F16C).
 //

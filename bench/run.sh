@@ -59,3 +59,8 @@ for t in 0 1; do
   $BUILD/bench/serving/load_bench --mmx "$MMX" -m models/tiny-m2 --clients 64 --requests 256 --max-tokens 32 --pairs 5 \
     --timeout-s 300 --serve-args "-t $t"
 done
+
+# ---- sampling (bench/sampler) ----
+echo
+echo "== sampling one token over a 200K vocabulary: the Sampler vs the fp64 full-sort reference (same run)"
+$BUILD/bench/sampler/sampler_bench --reps 200

@@ -1,5 +1,4 @@
 #include "engine/engine.h"
-#include "engine/request.h"
 
 #include <algorithm>
 #include <cmath>
@@ -24,8 +23,7 @@ int64_t auto_pages(const Model& m, const EngineOptions& o) {
 
 }  // namespace
 
-Engine::Engine(Model& model, EngineOptions opts) : model_(model), opts_(std::move(opts)) {
-  MMX_CHECK(opts_.max_batch_tokens >= 1 && opts_.max_running >= 1, "engine options");
+Engine::Engine(Model& model, EngineOptions opts) : model_(model), opts_(std::move(opts)), runner_(model) {
   PagedMemoryOptions mo;
   mo.page = model_.config().kv_page();
   mo.n_pages = opts_.kv_pages > 0 ? opts_.kv_pages : auto_pages(model_, opts_);
@@ -35,6 +33,7 @@ Engine::Engine(Model& model, EngineOptions opts) : model_(model), opts_(std::mov
   mo.max_state_snapshots = opts_.max_state_snapshots;
   mo.kv_dtype = opts_.kv_dtype;
   mem_ = std::make_unique<PagedMemory>(model_.cache_specs(), mo);
+  sched_ = std::make_unique<Scheduler>(*mem_, SchedulerOptions{opts_.max_batch_tokens, opts_.max_running});
   stats_.kv_pages_total = mem_->n_pages();
   if (opts_.start_thread) thread_ = std::thread([this] { loop(); });
 }
@@ -54,14 +53,14 @@ int64_t Engine::context_limit() const {
 }
 
 uint64_t Engine::submit(GenRequest r, std::function<void(const GenEvent&)> on_event) {
-  auto q = std::make_unique<Req>();
+  auto q = std::make_unique<Sequence>();
   GenEvent err;
   err.kind = GenEvent::kError;
   const int64_t n_prompt = int64_t(r.prompt.size());
-  if (n_prompt == 0) err.error = "the prompt is empty", err.http_status = 400;
+  if (n_prompt == 0) err.error = "the prompt is empty", err.refusal = GenEvent::kInvalid;
   else if (n_prompt >= context_limit())
     err.error = fmt::format("the prompt has {} tokens; this server's context is {} tokens", n_prompt,
-                            context_limit()), err.http_status = 400;
+                            context_limit()), err.refusal = GenEvent::kInvalid;
   else {
     try {
       validate_token_ids(Tensor(r.prompt.data(), DType::kI32, {n_prompt}), model_.config().vocab_size);
@@ -69,13 +68,13 @@ uint64_t Engine::submit(GenRequest r, std::function<void(const GenEvent&)> on_ev
       if (!r.ignore_eos) stops.insert(stops.end(), opts_.eos_ids.begin(), opts_.eos_ids.end());
       q->sampler = std::make_unique<Sampler>(r.sampling, r.prompt, std::move(stops));
     } catch (const Error& e) {
-      err.error = e.what(), err.http_status = 400;
+      err.error = e.what(), err.refusal = GenEvent::kInvalid;
     }
   }
   std::unique_lock<std::mutex> l(mu_);
   q->id = next_id_++;
   if (err.error.empty() && int64_t(inbox_.size()) + stats_.requests_waiting >= opts_.max_waiting)
-    err.error = "the server is busy: too many queued requests, retry later", err.http_status = 429;
+    err.error = "the server is busy: too many queued requests, retry later", err.refusal = GenEvent::kBusy;
   const uint64_t id = q->id;
   if (!err.error.empty()) {
     l.unlock();
@@ -103,26 +102,13 @@ void Engine::cancel(uint64_t id) {
   // Events are emitted under mu_ after checking cancelled_, so none arrives once we return.
   cancelled_.insert(id);
   if (step.owns_lock()) {  // no step is running: free the memory now
-    drop(id);
+    sched_->remove(id);
     cancelled_.erase(id);
-    stats_.requests_waiting = int64_t(waiting_.size());
-    stats_.requests_running = int64_t(running_.size());
+    stats_.requests_waiting = int64_t(sched_->waiting().size());
+    stats_.requests_running = int64_t(sched_->running().size());
     stats_.kv_pages_used = mem_->n_used();
   }
   cv_.notify_all();
-}
-
-// Removes request `id` wherever the engine thread holds it (caller holds step_mu_).
-void Engine::drop(uint64_t id) {
-  auto match = [id](const std::unique_ptr<Req>& r) { return r->id == id; };
-  if (auto it = std::find_if(running_.begin(), running_.end(), match); it != running_.end()) {
-    mem_->release((*it)->mem);
-    running_.erase(it);
-  }
-  if (auto it = std::find_if(waiting_.begin(), waiting_.end(), match); it != waiting_.end()) {
-    mem_->release((*it)->mem);
-    waiting_.erase(it);
-  }
 }
 
 EngineMetrics Engine::metrics() const {
@@ -134,41 +120,32 @@ EngineMetrics Engine::metrics() const {
 
 void Engine::intake() {
   std::lock_guard<std::mutex> l(mu_);
-  for (auto& r : inbox_) waiting_.push_back(std::move(r));
+  for (auto& r : inbox_) sched_->enqueue(std::move(r));
   inbox_.clear();
-  for (uint64_t id : cancelled_) drop(id);
+  for (uint64_t id : cancelled_) sched_->remove(id);
   cancelled_.clear();
 }
 
-// One fused forward over every scheduled chunk (the weights are read once per step), then each
-// sequence commits its new full pages and, when its pending tokens are all in, samples.
-void Engine::run(const std::vector<Item>& batch) {
+// The fused forward (ModelRunner), then each sequence commits its new full pages and, when its
+// pending tokens are all in, samples.
+void Engine::run(const ScheduledBatch& batch) {
   if (batch.empty()) return;
-  std::vector<int32_t> tokens;
-  std::vector<SeqChunk> chunks;
-  for (const Item& it : batch) {
-    const Req& r = *it.r;
-    const int64_t p0 = r.mem.n_past();
-    chunks.push_back({int64_t(tokens.size()), it.n, r.mem.kv.get()});
-    tokens.insert(tokens.end(), r.tokens.begin() + p0, r.tokens.begin() + p0 + it.n);
-  }
+  const Buffer& logits = runner_.run(batch);
   const int64_t V = model_.config().vocab_size;
-  Buffer logits(DType::kF32, {int64_t(batch.size()), V});  // the last row of each chunk
-  model_.forward_multi(Tensor(tokens.data(), DType::kI32, {int64_t(tokens.size())}), chunks, logits.t());
-  for (size_t i = 0; i < batch.size(); ++i) {
-    Req& r = *batch[i].r;
-    mem_->commit(r.mem, r.tokens);
-    if (r.pending() == 0) sample(r, logits.f32() + int64_t(i) * V);
+  for (size_t i = 0; i < batch.chunks.size(); ++i) {
+    Sequence& s = *batch.chunks[i].seq;
+    mem_->commit(s.mem, s.tokens);
+    if (s.pending() == 0) sample(s, logits.f32() + int64_t(i) * V);
   }
 }
 
-void Engine::emit(Req& r, const GenEvent& e) {
+void Engine::emit(Sequence& r, const GenEvent& e) {
   std::lock_guard<std::mutex> l(mu_);
   if (!cancelled_.count(r.id)) r.emit(e);
 }
 
 // Samples the next token from the last logits row, emits it, and finishes the request if done.
-void Engine::sample(Req& r, const float* lg) {
+void Engine::sample(Sequence& r, const float* lg) {
   const int64_t V = model_.config().vocab_size;
   const int64_t n_sample = opts_.n_valid_vocab > 0 ? std::min(opts_.n_valid_vocab, V) : V;
   const int32_t tok = r.sampler->sample(lg, n_sample);
@@ -196,7 +173,7 @@ void Engine::sample(Req& r, const float* lg) {
   else if (r.n_generated >= r.in.max_tokens) finish(r, "length");
 }
 
-void Engine::finish(Req& r, const char* reason) {
+void Engine::finish(Sequence& r, const char* reason) {
   GenEvent e;
   e.kind = GenEvent::kDone;
   e.finish_reason = reason;
@@ -207,38 +184,35 @@ void Engine::finish(Req& r, const char* reason) {
   {  // so /metrics read right after a client's last event already shows the memory freed
     std::lock_guard<std::mutex> l(mu_);
     stats_.kv_pages_used = mem_->n_used();
-    stats_.requests_running =
-        std::count_if(running_.begin(), running_.end(), [](const auto& q) { return q->mem.kv != nullptr; });
+    stats_.requests_running = std::count_if(sched_->running().begin(), sched_->running().end(),
+                                            [](const auto& q) { return q->mem.kv != nullptr; });
   }
   emit(r, e);
 }
 
-void Engine::publish_metrics(const std::vector<Item>& batch) {
+void Engine::publish_metrics(const ScheduledBatch& batch) {
   std::lock_guard<std::mutex> l(mu_);
-  stats_.requests_waiting = int64_t(waiting_.size());
-  stats_.requests_running = int64_t(running_.size());
+  stats_.requests_waiting = int64_t(sched_->waiting().size());
+  stats_.requests_running = int64_t(sched_->running().size());
   stats_.kv_pages_used = mem_->n_used();
   stats_.kv_pages_total = mem_->n_pages();
-  stats_.prefix_hits_tokens = prefix_hit_tokens_;
-  stats_.prefix_lookup_tokens = prefix_lookup_tokens_;
-  stats_.preemptions = preemptions_;
-  stats_.last_batch_seqs = int64_t(batch.size());
-  stats_.last_batch_tokens = 0;
-  for (const Item& it : batch) stats_.last_batch_tokens += it.n;
+  stats_.prefix_hits_tokens = sched_->prefix_hit_tokens();
+  stats_.prefix_lookup_tokens = sched_->prefix_lookup_tokens();
+  stats_.preemptions = sched_->preemptions();
+  stats_.last_batch_seqs = int64_t(batch.chunks.size());
+  stats_.last_batch_tokens = batch.n_tokens();
 }
 
 bool Engine::step() {
   std::lock_guard<std::mutex> step_lock(step_mu_);
   intake();
-  admit();
-  if (running_.empty()) {
+  const ScheduledBatch batch = sched_->schedule();
+  if (batch.empty()) {  // nothing to run — or every sequence was just preempted: then retry
     publish_metrics({});
-    return false;
+    return !sched_->waiting().empty();
   }
-  const std::vector<Item> batch = schedule();
   run(batch);
-  // Finished requests released their memory in finish(); remove them.
-  std::erase_if(running_, [](const std::unique_ptr<Req>& r) { return !r->mem.kv; });
+  sched_->retire_finished();  // finished sequences released their memory in finish()
   if (opts_.check_integrity) check_integrity();
   publish_metrics(batch);
   return true;
@@ -246,9 +220,9 @@ bool Engine::step() {
 
 void Engine::check_integrity() const {
   std::vector<const SeqMemory*> live;
-  for (const auto& r : running_) live.push_back(&r->mem);
-  for (const auto& r : waiting_) {
-    MMX_CHECK(!r->mem.kv, "waiting request {} holds memory", r->id);
+  for (const auto& s : sched_->running()) live.push_back(&s->mem);
+  for (const auto& s : sched_->waiting()) {
+    MMX_CHECK(!s->mem.kv, "waiting request {} holds memory", s->id);
   }
   mem_->check_integrity(live);
 }
@@ -260,14 +234,14 @@ void Engine::run_until_idle() {
 
 void Engine::fail_all() {
   std::lock_guard<std::mutex> step_lock(step_mu_);
-  for (auto& r : running_) {
+  for (const auto& s : sched_->running()) {
     GenEvent e;
     e.kind = GenEvent::kError;
     e.error = "internal error while generating";
-    emit(*r, e);
-    mem_->release(r->mem);
+    emit(*s, e);
+    mem_->release(s->mem);
   }
-  running_.clear();
+  sched_->retire_finished();
   publish_metrics({});
 }
 

@@ -1,21 +1,17 @@
-// Engine: continuous batching over one Model and one shared paged KV pool, behind EngineApi.
+// Engine: continuous batching over one Model and one shared paged KV pool, behind EngineApi —
+// the loop and the request state machine; the rooms it calls are
+//   Scheduler   (scheduler.h)     admission, the step's chunks, preemption, over PagedMemory;
+//   ModelRunner (model_runner.h)  one fused forward over the chunks -> logits rows;
+//   Sampler     (sampler.h)       logits row -> token (penalties, filters, seeded RNG), the stop rule.
 //
 // One engine thread runs step() in a loop:
-//   intake:   move submitted requests into the waiting queue, drop cancelled ones (their pages
-//             are freed there — or at once inside cancel() when no step is running);
-//   admit:    waiting requests enter FIFO while max_running and the free pages allow; each maps
-//             the longest usable cached prefix of its tokens (memory/paged_memory.h). A request
-//             whose prefix a running request is still prefilling waits until those pages are
-//             committed, so n choices of one prompt compute it once;
-//   schedule: every running decode gets 1 token first (priority to running decodes), then
-//             prefills get chunks from what is left of the step's token budget. A sequence that
-//             needs a page when none is free preempts the most recently admitted sequence, which
-//             releases its pages and waits at the front of the queue to be recomputed (its
-//             tokens so far become its prompt; its committed blocks usually come back as a
-//             prefix-cache hit);
-//   run:      one fused Model::forward_multi over every scheduled chunk (weights read once);
-//   sample:   the sequence's seeded Sampler over its last logits row; logprobs from log-softmax;
-//   emit:     kToken events; kDone on a stop id, max_tokens or the context limit.
+//   intake:   move submitted requests into the scheduler's queue, drop cancelled ones (their
+//             memory is freed there — or at once inside cancel() when no step is running);
+//   schedule: Scheduler::schedule() admits and plans the step (pages reserved);
+//   run:      ModelRunner::run(); each sequence commits its new full pages and, when its pending
+//             tokens are all in, samples;
+//   emit:     kToken events (logprobs: log-softmax of the raw logits); kDone on a stop id,
+//             max_tokens or the context limit.
 // HTTP threads only touch the inbox and the cancel set (under mu_); everything else belongs to
 // the engine thread, so forwards run without holding the lock.
 #pragma once
@@ -28,6 +24,8 @@
 #include <unordered_set>
 
 #include "engine/engine_api.h"
+#include "engine/model_runner.h"
+#include "engine/scheduler.h"
 #include "memory/paged_memory.h"
 #include "model/model.h"
 
@@ -36,7 +34,7 @@ namespace mmx {
 struct EngineOptions {
   int64_t max_batch_tokens = 512;  // tokens per step (decodes + prefill chunks)
   int64_t max_running = 16;        // sequences in flight
-  int64_t max_waiting = 256;       // queue length before 429
+  int64_t max_waiting = 256;       // queue length before a kBusy refusal
   int64_t kv_pages = 0;            // pages in the shared KV pool (0 = auto: see kv_pages_auto)
   int64_t kv_auto_bytes = int64_t(2) << 30;  // auto pool size cap in bytes
   DType kv_dtype = DType::kF32;    // K/V page storage: kF32 or kBF16 (half the bytes per page)
@@ -65,28 +63,17 @@ class Engine final : public EngineApi {
   void run_until_idle();
   // Aborts (MMX_CHECK) unless page ref counts, block tables and the prefix cache agree.
   void check_integrity() const;
-  int64_t preemptions() const { return preemptions_; }
+  int64_t preemptions() const { return sched_->preemptions(); }
   const PagedMemory& memory() const { return *mem_; }
 
  private:
-  struct Req;
-  struct Item {
-    Req* r;
-    int64_t n;  // tokens to run
-  };
   void loop();
   void intake();
-  void drop(uint64_t id);
-  void admit();
-  bool shares_inflight_prefill(const Req& r, int64_t hit) const;
-  std::vector<Item> schedule();
-  bool make_room(Req& r, int64_t& n, std::vector<Item>& batch);
-  void preempt(Req& victim, std::vector<Item>& batch);
-  void run(const std::vector<Item>& batch);
-  void sample(Req& r, const float* logits);
-  void emit(Req& r, const GenEvent& e);
-  void finish(Req& r, const char* reason);
-  void publish_metrics(const std::vector<Item>& batch);
+  void run(const ScheduledBatch& batch);
+  void sample(Sequence& s, const float* logits);
+  void emit(Sequence& s, const GenEvent& e);
+  void finish(Sequence& s, const char* reason);
+  void publish_metrics(const ScheduledBatch& batch);
   void fail_all();
 
   Model& model_;
@@ -95,16 +82,15 @@ class Engine final : public EngineApi {
   // Shared with the HTTP threads (under mu_):
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::unique_ptr<Req>> inbox_;  // submitted, not yet seen by the engine thread
+  std::deque<std::unique_ptr<Sequence>> inbox_;  // submitted, not yet seen by the engine thread
   std::unordered_set<uint64_t> cancelled_;  // ids to drop at the next intake
   uint64_t next_id_ = 1;
   EngineMetrics stats_;
   bool stop_ = false;
   // The engine thread's own (step_mu_ is held by step(); cancel() frees at once if it is free):
   std::mutex step_mu_;
-  std::deque<std::unique_ptr<Req>> waiting_;   // admitted next, front first
-  std::vector<std::unique_ptr<Req>> running_;  // admission order
-  int64_t prefix_hit_tokens_ = 0, prefix_lookup_tokens_ = 0, preemptions_ = 0;
+  std::unique_ptr<Scheduler> sched_;
+  ModelRunner runner_;
   std::thread thread_;
 };
 

@@ -43,9 +43,9 @@ struct GenEvent {
   int64_t n_prompt = 0;           // prompt tokens
   int64_t n_cached = 0;           // prompt tokens served from the prefix cache
   int64_t n_generated = 0;
-  // kError
-  std::string error;              // user-facing message
-  int http_status = 500;          // 400 (bad request), 429 (queue full), 500
+  // kError: a typed refusal (the server maps it to a status code) and a user-facing message
+  enum Refusal : uint8_t { kInvalid, kBusy, kInternal } refusal = kInternal;
+  std::string error;
 };
 
 struct EngineMetrics {
@@ -60,15 +60,15 @@ class EngineApi {
  public:
   virtual ~EngineApi() = default;
   // Returns a request id. `on_event` receives kToken events, then exactly one kDone or kError.
-  // Throws nothing: a request that cannot be accepted gets a kError event (e.g. 429 queue full,
-  // 400 prompt longer than the context).
+  // Throws nothing: a request that cannot be accepted gets a kError event (kBusy: queue full;
+  // kInvalid: a prompt longer than the context, an id outside the vocabulary, bad sampling).
   virtual uint64_t submit(GenRequest r, std::function<void(const GenEvent&)> on_event) = 0;
   // Stops the request (client gone or stop string hit) and frees its memory at once. Idempotent;
   // once it returns, no further events are delivered for that id.
   virtual void cancel(uint64_t id) = 0;
   virtual EngineMetrics metrics() const = 0;
   virtual int64_t context_limit() const = 0;  // max prompt + generated tokens per request
-  // Requests the engine queues at once (--max-queue): a submit beyond it gets a 429, so a request
+  // Requests the engine queues at once (--max-queue): a submit beyond it is refused kBusy, so a request
   // of n choices with n above this could never succeed (the server answers 400 instead).
   virtual int64_t max_queued() const = 0;
 };

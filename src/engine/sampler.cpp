@@ -69,13 +69,16 @@ double mass_above(const float* w, int64_t n, float t) {
   return s;
 }
 
+// (z, id) candidates ordered by z descending, ties -> lower id: the reference's total order.
+bool by_z_desc(const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b) {
+  return a.first > b.first || (a.first == b.first && a.second < b.second);
+}
+
 // The k largest (z, id) of z[0..n), ties -> lower id, in one pass: a min-heap of k, and 8 ids at a
 // time rejected with one compare against its smallest (ids come in ascending order, so an equal
 // z later never displaces an earlier one).
 void top_k_of(const float* z, int64_t n, int k, std::vector<std::pair<float, int32_t>>& out) {
-  auto worse = [](const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b) {
-    return a.first > b.first || (a.first == b.first && a.second < b.second);  // heap top = worst kept
-  };
+  const auto worse = by_z_desc;  // as the heap's "less": its top is the worst kept
   out.clear();
   int64_t i = 0;
   for (; i < n && int64_t(out.size()) < k; ++i) out.push_back({z[i], int32_t(i)});
@@ -198,10 +201,6 @@ int32_t Sampler::pick(const float* logits, int64_t n, double u) {
   if (p_.temperature == 0.0f) return first_equal(z, n, mx);
   const float inv_t = 1.0f / p_.temperature;
   const float w_min = std::max(p_.min_p, kMinWeight);  // min-p, and never a weight below e^-85
-  // Candidates as (z, id), ordered by z descending, ties -> lower id (the reference's order).
-  auto desc = [](const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b) {
-    return a.first > b.first || (a.first == b.first && a.second < b.second);
-  };
   const bool top_k = p_.top_k > 0 && p_.top_k < n;
   double need = 0;  // top-p: the mass the kept prefix must reach
   if (top_k) {  // the k largest in one pass; exp only for them
@@ -231,11 +230,11 @@ int32_t Sampler::pick(const float* logits, int64_t n, double u) {
     // The smallest descending prefix with mass >= need: select the m largest for a growing m
     // until they hold it, then sort only those.
     for (size_t m = std::min<size_t>(64, cand_.size());; m = std::min(cand_.size(), m * 8)) {
-      if (m < cand_.size()) std::nth_element(cand_.begin(), cand_.begin() + ptrdiff_t(m), cand_.end(), desc);
+      if (m < cand_.size()) std::nth_element(cand_.begin(), cand_.begin() + ptrdiff_t(m), cand_.end(), by_z_desc);
       double mass = 0;
       for (size_t i = 0; i < m; ++i) mass += w_[size_t(cand_[i].second)];
       if (mass < need && m < cand_.size()) continue;
-      std::sort(cand_.begin(), cand_.begin() + ptrdiff_t(m), desc);
+      std::sort(cand_.begin(), cand_.begin() + ptrdiff_t(m), by_z_desc);
       double acc = 0;
       keep = m;
       for (size_t i = 0; i < m; ++i) {

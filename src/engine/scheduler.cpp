@@ -1,93 +1,113 @@
-// The engine's scheduling half (DESIGN data-flow step 4): admission with a prefix-cache match,
-// the per-step token budget (decodes first, then prefill chunks), and preemption by recompute
-// when pages run out. Everything here runs on the engine thread inside step().
+#include "engine/scheduler.h"
+
 #include <algorithm>
 
-#include "engine/engine.h"
-#include "engine/request.h"
+#include "base/error.h"
 
 namespace mmx {
 
-// True if a running request is still prefilling tokens that r shares with it, beyond what r
+int64_t ScheduledBatch::n_tokens() const {
+  int64_t n = 0;
+  for (const ScheduledChunk& c : chunks) n += c.n;
+  return n;
+}
+
+Scheduler::Scheduler(PagedMemory& mem, SchedulerOptions o) : mem_(mem), o_(o) {
+  MMX_CHECK(o_.max_batch_tokens >= 1 && o_.max_running >= 1, "scheduler options");
+}
+
+void Scheduler::enqueue(std::unique_ptr<Sequence> s) { waiting_.push_back(std::move(s)); }
+
+void Scheduler::remove(uint64_t id) {
+  auto match = [id](const std::unique_ptr<Sequence>& s) { return s->id == id; };
+  if (auto it = std::find_if(running_.begin(), running_.end(), match); it != running_.end()) {
+    mem_.release((*it)->mem);
+    running_.erase(it);
+  }
+  if (auto it = std::find_if(waiting_.begin(), waiting_.end(), match); it != waiting_.end()) {
+    mem_.release((*it)->mem);
+    waiting_.erase(it);
+  }
+}
+
+int64_t Scheduler::retire_finished() {
+  std::erase_if(running_, [](const std::unique_ptr<Sequence>& s) { return !s->mem.kv; });
+  return int64_t(running_.size());
+}
+
+// True if a running sequence is still prefilling tokens that s shares with it, beyond what s
 // already found in the prefix cache: waiting for them to be committed beats computing them twice
 // (n > 1 choices of one prompt, a burst of agent requests with one long system prompt).
-bool Engine::shares_inflight_prefill(const Req& r, int64_t hit) const {
+bool Scheduler::shares_inflight_prefill(const Sequence& s, int64_t hit) const {
   for (const auto& q : running_) {
     if (q->pending() <= 1) continue;  // decoding: everything it shares is committed
-    const auto end = r.tokens.begin() + int64_t(std::min(r.tokens.size(), q->tokens.size()));
-    const int64_t common = std::mismatch(r.tokens.begin(), end, q->tokens.begin()).first - r.tokens.begin();
-    if (mem_->usable_prefix(common, int64_t(r.tokens.size())) > hit) return true;
+    const auto end = s.tokens.begin() + int64_t(std::min(s.tokens.size(), q->tokens.size()));
+    const int64_t common = std::mismatch(s.tokens.begin(), end, q->tokens.begin()).first - s.tokens.begin();
+    if (mem_.usable_prefix(common, int64_t(s.tokens.size())) > hit) return true;
   }
   return false;
 }
 
-void Engine::admit() {
-  while (!waiting_.empty() && int64_t(running_.size()) < opts_.max_running) {
-    Req& r = *waiting_.front();
-    const int64_t hit = mem_->open(r.mem, r.tokens);
+void Scheduler::admit() {
+  while (!waiting_.empty() && int64_t(running_.size()) < o_.max_running) {
+    Sequence& s = *waiting_.front();
+    const int64_t hit = mem_.open(s.mem, s.tokens);
     // Room for the rest of its prompt plus a page of headroom per running sequence; the first
-    // request always goes in (any request fits the whole pool: context_limit()).
+    // sequence always goes in (any request fits the whole pool: Engine::context_limit()).
     const bool room =
-        running_.empty() || mem_->fit(r.mem) >= r.pending() + int64_t(running_.size()) * mem_->page();
-    if (!room || shares_inflight_prefill(r, hit)) {
-      mem_->release(r.mem);
-      break;  // FIFO: later requests wait behind it
+        running_.empty() || mem_.fit(s.mem) >= s.pending() + int64_t(running_.size()) * mem_.page();
+    if (!room || shares_inflight_prefill(s, hit)) {
+      mem_.release(s.mem);
+      break;  // FIFO: later sequences wait behind it
     }
-    if (r.n_cached < 0) r.n_cached = hit;  // a recompute after preemption is not a cache hit
+    if (s.n_cached < 0) s.n_cached = hit;  // a recompute after preemption is not a cache hit
     prefix_hit_tokens_ += hit;
-    prefix_lookup_tokens_ += int64_t(r.tokens.size());
+    prefix_lookup_tokens_ += int64_t(s.tokens.size());
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
   }
 }
 
-void Engine::preempt(Req& victim, std::vector<Item>& batch) {
-  mem_->release(victim.mem);
-  batch.erase(std::remove_if(batch.begin(), batch.end(), [&](const Item& it) { return it.r == &victim; }),
-              batch.end());
+void Scheduler::preempt(Sequence& victim, ScheduledBatch& batch) {
+  mem_.release(victim.mem);
+  std::erase_if(batch.chunks, [&](const ScheduledChunk& c) { return c.seq == &victim; });
   auto it = std::find_if(running_.begin(), running_.end(), [&](auto& p) { return p.get() == &victim; });
   waiting_.push_front(std::move(*it));
   running_.erase(it);
   ++preemptions_;
 }
 
-// Gets pages for up to n tokens of r (n shrinks to what fits), preempting the most recently
-// admitted sequences while nothing fits. False if r itself had to go.
-bool Engine::make_room(Req& r, int64_t& n, std::vector<Item>& batch) {
+// Gets pages for up to n tokens of s (n shrinks to what fits), preempting the most recently
+// admitted sequences while nothing fits. False if s itself had to go.
+bool Scheduler::make_room(Sequence& s, int64_t& n, ScheduledBatch& batch) {
   for (;;) {
-    const int64_t fit = mem_->fit(r.mem);
+    const int64_t fit = mem_.fit(s.mem);
     if (fit >= 1) {
       n = std::min(n, fit);
-      mem_->reserve(r.mem, n);
+      mem_.reserve(s.mem, n);
       return true;
     }
-    Req& victim = *running_.back();
+    Sequence& victim = *running_.back();
     preempt(victim, batch);
-    if (&victim == &r) return false;
+    if (&victim == &s) return false;
   }
 }
 
-std::vector<Engine::Item> Engine::schedule() {
-  std::vector<Item> batch;
-  // Tokens left in this step (a preempted sequence's chunk leaves the batch and gives them back).
-  auto budget = [&] {
-    int64_t used = 0;
-    for (const Item& it : batch) used += it.n;
-    return opts_.max_batch_tokens - used;
-  };
+ScheduledBatch Scheduler::schedule() {
+  admit();
+  ScheduledBatch batch;
   // Decodes first, then prefill chunks. Iterate over a snapshot: preemption edits running_.
   for (bool decodes : {true, false}) {
-    std::vector<Req*> order;
-    for (auto& r : running_) order.push_back(r.get());
-    for (Req* r : order) {
-      const int64_t left = budget();
+    std::vector<Sequence*> order;
+    for (auto& s : running_) order.push_back(s.get());
+    for (Sequence* s : order) {
+      // Tokens left in this step (a preempted sequence's chunk leaves the batch and gives them back).
+      const int64_t left = o_.max_batch_tokens - batch.n_tokens();
       if (left <= 0) break;
-      if ((r->pending() == 1) != decodes || !r->mem.kv) continue;  // (preempted in this loop)
-      // A chunk ends at the next lightning-state checkpoint (none without lightning layers), so
-      // the fused forward never has to split a sequence.
-      const KvCache& kv = *r->mem.kv;
-      int64_t n = std::min({left, r->pending(), kv.next_checkpoint(kv.n_past()) - kv.n_past()});
-      if (make_room(*r, n, batch)) batch.push_back({r, n});
+      if ((s->pending() == 1) != decodes || !s->mem.kv) continue;  // (preempted in this loop)
+      const KvCache& kv = *s->mem.kv;
+      int64_t n = std::min({left, s->pending(), kv.next_checkpoint(kv.n_past()) - kv.n_past()});
+      if (make_room(*s, n, batch)) batch.chunks.push_back({s, n});
     }
   }
   return batch;

@@ -8,6 +8,18 @@
 
 namespace mmx::server {
 
+namespace {
+// The engine's typed refusal -> the HTTP answer: invalid 400, busy 429 (retry), internal 500.
+ApiError refusal_error(const GenEvent& ev) {
+  switch (ev.refusal) {
+    case GenEvent::kInvalid: return ApiError(400, ev.error);
+    case GenEvent::kBusy: return ApiError(429, ev.error);
+    case GenEvent::kInternal: break;
+  }
+  return ApiError(500, ev.error);
+}
+}  // namespace
+
 Generation::Generation(EngineApi& engine, ServerMetrics& metrics, double t_arrival,
                        std::vector<int32_t> skip_ids, std::function<OutputStream(int)> make_stream)
     : engine_(engine), metrics_(metrics), t_arrival_(t_arrival), skip_ids_(std::move(skip_ids)),
@@ -77,7 +89,7 @@ void Generation::wait_started() {
     if (it.ev.kind == GenEvent::kError) {
       choices_[it.choice].finished = true;
       ++n_finished_;
-      throw ApiError(it.ev.http_status, it.ev.error);  // the destructor cancels the others
+      throw refusal_error(it.ev);  // the destructor cancels the others
     }
     early_.push_back(std::move(it));
   }
@@ -102,7 +114,7 @@ Update Generation::handle(Item item) {
   if (ev.kind == GenEvent::kError) {
     c.finished = true;
     ++n_finished_;
-    throw ApiError(ev.http_status, ev.error);
+    throw refusal_error(ev);
   }
   if (ev.kind == GenEvent::kToken) {
     const double t = now_s();

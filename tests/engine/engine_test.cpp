@@ -427,36 +427,36 @@ TEST(Engine, CancelStopsEventsAndFreesMemory) {
   e.cancel(id);  // idempotent
 }
 
-TEST(Engine, RefusalsCarryStatusCodes) {
+TEST(Engine, RefusalsAreTyped) {
   auto model = load_model(tiny_dir("minimax_m2"));
   EngineOptions o;
   o.start_thread = false;
   o.max_waiting = 2;
   Engine e(*model, o);
-  std::map<int, int> status;  // request index -> error status
+  std::map<int, int> status;  // request index -> refusal
   GenRequest ok;
   ok.prompt = {1, 2, 3};
-  // queue of 2: the third waiting request is refused with 429
+  // queue of 2: the third waiting request is refused as busy (the server answers 429)
   for (int i = 0; i < 3; ++i)
     e.submit(ok, [&status, i](const GenEvent& ev) {
-      if (ev.kind == GenEvent::kError) status[i] = ev.http_status;
+      if (ev.kind == GenEvent::kError) status[i] = ev.refusal;
     });
   EXPECT_EQ(status.count(0) + status.count(1), 0u);
-  EXPECT_EQ(status[2], 429);
+  EXPECT_EQ(status[2], GenEvent::kBusy);
   GenRequest big;
   big.prompt.assign(size_t(model->config().max_position), 1);
-  int st = 0;
-  e.submit(big, [&](const GenEvent& ev) { st = ev.kind == GenEvent::kError ? ev.http_status : 0; });
-  EXPECT_EQ(st, 400);
+  int st = -1;
+  e.submit(big, [&](const GenEvent& ev) { st = ev.kind == GenEvent::kError ? int(ev.refusal) : -1; });
+  EXPECT_EQ(st, GenEvent::kInvalid);
   GenRequest bad;
   bad.prompt = {1, int32_t(model->config().vocab_size)};
-  e.submit(bad, [&](const GenEvent& ev) { st = ev.kind == GenEvent::kError ? ev.http_status : 0; });
-  EXPECT_EQ(st, 400);
+  e.submit(bad, [&](const GenEvent& ev) { st = ev.kind == GenEvent::kError ? int(ev.refusal) : -1; });
+  EXPECT_EQ(st, GenEvent::kInvalid);
   GenRequest badp;
   badp.prompt = {1};
   badp.sampling.top_p = 0;
-  e.submit(badp, [&](const GenEvent& ev) { st = ev.kind == GenEvent::kError ? ev.http_status : 0; });
-  EXPECT_EQ(st, 400);
+  e.submit(badp, [&](const GenEvent& ev) { st = ev.kind == GenEvent::kError ? int(ev.refusal) : -1; });
+  EXPECT_EQ(st, GenEvent::kInvalid);
   e.run_until_idle();
 }
 

@@ -37,7 +37,7 @@ uint64_t FakeEngine::submit(GenRequest r, std::function<void(const GenEvent&)> o
     GenEvent e;
     e.kind = GenEvent::kError;
     e.error = "the server is busy: too many queued requests, retry later";
-    e.http_status = 429;
+    e.refusal = GenEvent::kBusy;
     run->emit(e);
   }
   return id;
@@ -52,7 +52,7 @@ void FakeEngine::play(uint64_t id, GenRequest r, std::shared_ptr<Run> run) {
       GenEvent e;
       e.kind = GenEvent::kError;
       e.error = "the engine failed";
-      e.http_status = 500;
+      e.refusal = GenEvent::kInternal;
       std::lock_guard<std::mutex> rl(run->mu);
       if (!run->cancelled) run->emit(e);
       run->cancelled = true;

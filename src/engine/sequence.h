@@ -1,22 +1,26 @@
-// Engine::Req: one request as the engine thread holds it (private to src/engine).
+// Sequence: one request as the engine holds it — its tokens so far, its memory while admitted,
+// its sampler (RNG and penalty state travel with it, so a preempted sequence resumes exactly).
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <vector>
 
-#include "engine/engine.h"
+#include "engine/engine_api.h"
+#include "engine/sampler.h"
+#include "memory/paged_memory.h"
 
 namespace mmx {
 
-struct Engine::Req {
+struct Sequence {
   uint64_t id = 0;
   GenRequest in;
   std::function<void(const GenEvent&)> emit;
   std::vector<int32_t> tokens;  // prompt, then generated ids
   int64_t n_generated = 0;
   int64_t n_cached = -1;        // prompt tokens served from the prefix cache (first admission)
-  SeqMemory mem;                // pages + lightning states while admitted
+  SeqMemory mem;                // pages + lightning states while admitted (mem.kv null otherwise)
   std::unique_ptr<Sampler> sampler;
   // Tokens not yet in the cache: 1 for a decode, more while (re)prefilling.
   int64_t pending() const { return int64_t(tokens.size()) - mem.n_past(); }

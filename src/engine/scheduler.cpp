@@ -105,8 +105,7 @@ ScheduledBatch Scheduler::schedule() {
       const int64_t left = o_.max_batch_tokens - batch.n_tokens();
       if (left <= 0) break;
       if ((s->pending() == 1) != decodes || !s->mem.kv) continue;  // (preempted in this loop)
-      const KvCache& kv = *s->mem.kv;
-      int64_t n = std::min({left, s->pending(), kv.next_checkpoint(kv.n_past()) - kv.n_past()});
+      int64_t n = s->mem.kv->max_chunk(std::min(left, s->pending()));  // the hybrid rule: memory's
       if (make_room(*s, n, batch)) batch.chunks.push_back({s, n});
     }
   }

@@ -109,6 +109,11 @@ void KvCache::set_n_past(int64_t n) {
   n_past_ = n;
 }
 
+void KvCache::advance(int64_t n) {
+  set_n_past(n_past_ + n);
+  if (checkpoint_every_ > 0 && has_states() && n_past_ % checkpoint_every_ == 0) save_checkpoint();
+}
+
 int64_t KvCache::next_checkpoint(int64_t pos) const {
   if (checkpoint_every_ <= 0 || !has_states()) return std::numeric_limits<int64_t>::max();
   return (pos / checkpoint_every_ + 1) * checkpoint_every_;
@@ -136,6 +141,22 @@ std::vector<float> KvCache::checkpoint_states(int64_t pos) const {
   for (const auto& c : checkpoints_)
     if (c.pos == pos) return c.states;
   return {};
+}
+
+std::vector<float> KvCache::live_states() const {
+  std::vector<float> out;
+  for (const Buffer& s : state_)
+    if (!s.t().empty()) out.insert(out.end(), s.t().f32(), s.t().f32() + s.t().numel());
+  return out;
+}
+
+std::vector<int32_t> KvCache::unmap_blocks_from(int64_t n) {
+  MMX_CHECK(n >= 0 && n * page() >= n_past_, "unmap_blocks_from({}) would drop cached rows ({} cached)", n, n_past_);
+  if (n >= n_blocks()) return {};
+  std::vector<int32_t> ids(table_.begin() + n, table_.end());
+  table_.resize(size_t(n));
+  capacity_ = n_blocks() * page();
+  return ids;
 }
 
 void KvCache::copy_states(const float* src) {

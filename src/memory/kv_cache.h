@@ -21,6 +21,7 @@
 // lightning layers × 64 heads × 128 × 128 × 4 B) = 280 MiB per checkpoint per sequence.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -65,6 +66,8 @@ class KvCache {
   // appends a block and grows capacity() by page().
   void map_block(int64_t blk, int32_t id);
   int64_t n_blocks() const { return int64_t(table_.size()); }
+  // Paged caches: unmaps the blocks from `n` on (they must lie past n_past()); returns their pages.
+  std::vector<int32_t> unmap_blocks_from(int64_t n);
 
   int64_t capacity() const { return capacity_; }
   // Positions already written (the next token goes at n_past()).
@@ -77,10 +80,17 @@ class KvCache {
   // checkpoint_every() (next_checkpoint(pos) tells it where to split a forward).
   int64_t checkpoint_every() const { return checkpoint_every_; }
   int64_t next_checkpoint(int64_t pos) const;  // smallest multiple > pos, or INT64_MAX
+  // The hybrid rule for a forward: how many of the next n tokens one pass may take (it never
+  // crosses a state checkpoint; all n without lightning layers).
+  int64_t max_chunk(int64_t n) const { return std::min(n, next_checkpoint(n_past_) - n_past_); }
+  // Commits n tokens a forward wrote: n_past() += n, and the state checkpoint saved when due.
+  void advance(int64_t n);
   void save_checkpoint();
   std::vector<int64_t> checkpoint_positions() const;
   // Every lightning state at checkpoint `pos`, layer order, concatenated (empty if none).
   std::vector<float> checkpoint_states(int64_t pos) const;
+  // The live lightning states (at n_past()), in the same layout.
+  std::vector<float> live_states() const;
   // Restores the newest state at a position <= p (a checkpoint, or 0 = empty) and returns it.
   int64_t rollback(int64_t p);
   // Starts this (empty) cache at position `pos` with the given lightning states (a checkpoint of

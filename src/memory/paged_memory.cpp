@@ -130,6 +130,44 @@ void PagedMemory::release(SeqMemory& s) {
   s.exported = 0;
 }
 
+int64_t PagedMemory::rollback(SeqMemory& s, int64_t len) {
+  MMX_CHECK(s.kv && len >= 0 && len <= s.kv->n_past(), "rollback({}) of a sequence holding {} tokens", len,
+            s.n_past());
+  const int64_t r = s.kv->rollback(len);
+  for (int32_t id : s.kv->unmap_blocks_from((r + o_.page - 1) / o_.page)) pool_.decref(id);
+  s.hashes.resize(std::min(s.hashes.size(), size_t(r / o_.page)));
+  s.exported = std::min(s.exported, r);
+  return r;
+}
+
+int64_t PagedMemory::fork(const SeqMemory& src, int64_t pos, SeqMemory& dst) {
+  MMX_CHECK(src.kv && !dst.kv && pos >= 0 && pos <= src.n_past(), "fork at {} of a sequence holding {} tokens",
+            pos, src.n_past());
+  int64_t r = pos;
+  std::vector<float> states;
+  if (has_states_) {
+    if (pos == src.n_past()) {
+      states = src.kv->live_states();
+    } else {
+      r = 0;
+      for (int64_t p : src.kv->checkpoint_positions())
+        if (p <= pos) r = std::max(r, p);
+      if (r > 0) states = src.kv->checkpoint_states(r);
+    }
+  }
+  dst.kv = std::make_unique<KvCache>(store_, specs_, o_.checkpoint_every, o_.max_checkpoints);
+  const int64_t n_blocks = (r + o_.page - 1) / o_.page;
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const int32_t id = src.kv->blocks()[size_t(b)];
+    pool_.incref(id);
+    dst.kv->map_block(b, id);
+  }
+  dst.kv->resume_at(r, states);
+  dst.hashes.assign(src.hashes.begin(), src.hashes.begin() + int64_t(std::min(src.hashes.size(), size_t(r / o_.page))));
+  dst.exported = r;
+  return r;
+}
+
 void PagedMemory::check_integrity(std::span<const SeqMemory* const> live) const {
   pool_.check_integrity();
   std::vector<int> refs(size_t(n_pages()), 0);

@@ -8,10 +8,12 @@
 // One sequence = a SeqMemory: a paged KvCache (block table into the shared store + its own
 // lightning states) and the chained hashes of its committed full blocks.
 //
-// The hybrid rule lives here and nowhere else: open() maps the longest cached prefix that is
-// usable — full K/V blocks, and for a model with lightning layers only up to a position where a
-// state snapshot exists (a state cannot be rebuilt from pages). The engine only sees the usable
-// length. A page that is shared (ref > 1) or registered in the prefix cache is never written:
+// The hybrid rule lives in memory and nowhere else: per sequence, KvCache::max_chunk / advance
+// (a forward never crosses a state checkpoint, and the state is saved there); across sequences,
+// here: open() maps the longest cached prefix that is usable — full K/V blocks, and for a model
+// with lightning layers only up to a position where a state snapshot exists (a state cannot be
+// rebuilt from pages) — and rollback() / fork() land on a checkpoint. The engine and the models
+// only see the lengths. A page that is shared (ref > 1) or registered in the prefix cache is never written:
 // reserve() first copies it to a private page (copy-on-write of the shared tail block).
 #pragma once
 
@@ -69,6 +71,19 @@ class PagedMemory {
   void commit(SeqMemory& s, std::span<const int32_t> tokens);
   // Drops every page reference and the cache (full blocks stay findable until evicted).
   void release(SeqMemory& s);
+
+  // The verbs speculation and RL need (the hybrid rule again lives only here):
+  // rollback: `s` goes back to at most `len` of its tokens (a speculative draft rejected). Rows
+  // past it are forgotten and the pages wholly past it released (a page still shared or cached
+  // is copied before its next write, as always); with lightning layers the state returns to the
+  // newest checkpoint <= len. Returns s.n_past(): == len without lightning layers, else the
+  // checkpoint, and the caller re-feeds tokens [returned, len).
+  int64_t rollback(SeqMemory& s, int64_t len);
+  // fork: `dst` (holding no memory) gets the first `pos` tokens of `src` without recomputing
+  // them — src's pages shared (ref counted), and with lightning layers src's live state when pos
+  // is where src is, else its newest checkpoint <= pos. Returns dst.n_past() (== pos without
+  // lightning layers); the caller feeds dst's tokens [returned, pos) first.
+  int64_t fork(const SeqMemory& src, int64_t pos, SeqMemory& dst);
 
   // Aborts unless the pool's ref counts equal the block-table references of `live` (the only
   // holders), tables hold valid distinct pages and cover n_past, and the pool is consistent.

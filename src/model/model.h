@@ -34,9 +34,8 @@ class Model {
   // LAST row of each chunk. Advances each kv's n_past. Throws mmx::Error like forward() (nothing
   // modified then) — every chunk is validated before any cache is touched. The chunks must tile
   // [0, tokens.dim(0)) in order, each with n >= 1 and its own cache.
-  // The default loops over the chunks calling forward() (exact per-sequence semantics); families
-  // whose forward is row-wise (M2, M3) override it with the fused pass.
-  virtual void forward_multi(const Tensor& tokens, std::span<const SeqChunk> chunks, Tensor& logits);
+  // A chunk that crosses a lightning-state checkpoint is run in rounds (families/rowwise_model.h).
+  virtual void forward_multi(const Tensor& tokens, std::span<const SeqChunk> chunks, Tensor& logits) = 0;
 
   // Per-sequence memory for up to `capacity` tokens: K/V for softmax layers, a state for each
   // lightning layer, with state checkpoints every `checkpoint_every` tokens (newest

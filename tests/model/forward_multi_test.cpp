@@ -5,7 +5,7 @@
 // cache is touched (a logits buffer of the wrong shape is a programming error: MMX_CHECK aborts).
 // M2, M3 (MSA block 4, top-3: contexts of 40-70 tokens select 3 of 10-18 blocks, so the sparse
 // path is active) and Text-01 (lightning recurrence per sequence) run the fused pass; a step in
-// which a chunk crosses a lightning-state checkpoint falls back to one forward() per chunk.
+// which a chunk crosses a lightning-state checkpoint runs in fused rounds split there.
 //
 // What equality holds (ops/ops.h, cpu/gemv.cpp, cpu/gemm.cpp): every row-wise op gives a row the
 // same bits whatever else is in the batch, EXCEPT that matmul switches kernel at n = 32 rows
@@ -15,8 +15,8 @@
 //     bitwise equal, asserted exactly;
 //   * mixed lengths (100 rows): rows of short chunks go through GEMM fused but GEMV alone, and MoE
 //     experts see different row counts, so equal to rounding: kPathTol below;
-//   * Text-01 with kMixed (checkpoints every 16 tokens: chunks cross them): the per-chunk
-//     fallback, the very same forward() calls; kWithinCheckpoints runs fused (kPathTol) and saves
+//   * Text-01 with kMixed (checkpoints every 16 tokens: chunks cross them): fused rounds, each
+//     chunk split at its checkpoints (kPathTol); kWithinCheckpoints runs in one round and saves
 //     the checkpoints where chunks end on them.
 //
 // Speed (fused vs separate decode) is measured by `mmx bench batch`, not here.
@@ -242,12 +242,11 @@ void PrintTo(const Case& c, std::ostream* os) { *os << c.arch << " " << c.dtype;
 class ForwardMulti : public ::testing::TestWithParam<Case> {
  protected:
   std::string dir() const { return testing::tiny_dir(GetParam().arch, GetParam().dtype, 31); }
-  bool fused() const { return !tiny_is_text01(GetParam().arch); }  // for kMixed
 };
 
 TEST_P(ForwardMulti, MixedLengthsEqualPerSequenceForwards) {
-  // Text-01 runs the default loop: the same forward() calls, so the same bits.
-  check_fused_equals_single(dir(), kMixed, fused() ? kPathTol : kExact, 1);
+  // Every family fuses (Text-01 in rounds where chunks cross a checkpoint): equal to rounding.
+  check_fused_equals_single(dir(), kMixed, kPathTol, 1);
 }
 
 TEST_P(ForwardMulti, EightDecodeTokensAreBitwiseEqual) {

@@ -56,7 +56,6 @@ class MiniMaxM3 final : public RowwiseModel {
       ops::add(x, br);
       trace(x, "layer_out", il);
     }
-    for (const SeqChunk& c : rows.seqs) c.kv->set_n_past(c.kv->n_past() + c.n);
     if (logits == nullptr) return;
 
     layers::lm_head(x, rows.seqs, all_logits, w_.final_norm, cfg_.norm_eps, w_.lm_head, s_, *logits);

@@ -63,7 +63,6 @@ class MiniMaxText01 final : public RowwiseModel {
       residual(x, h, br, cfg_.res_mlp);
       trace(x, "layer_out", il);
     }
-    for (const SeqChunk& c : rows.seqs) c.kv->set_n_past(c.kv->n_past() + c.n);
     if (logits == nullptr) return;
 
     layers::lm_head(x, rows.seqs, all_logits, w_.final_norm, cfg_.norm_eps, w_.lm_head, s_, *logits);

@@ -59,22 +59,6 @@ void fill_chunk_positions(std::span<const SeqChunk> chunks, Tensor& positions) {
 }
 
 // The exact per-sequence semantics: one forward() per chunk, after every chunk was validated.
-void Model::forward_multi(const Tensor& tokens, std::span<const SeqChunk> chunks, Tensor& logits) {
-  check_forward_multi_args(config(), tokens, chunks, logits);
-  std::vector<int32_t> pos(static_cast<size_t>(tokens.dim(0)));
-  Tensor positions(pos.data(), DType::kI32, {tokens.dim(0)});
-  fill_chunk_positions(chunks, positions);
-  for (size_t i = 0; i < chunks.size(); ++i) {
-    const SeqChunk& ch = chunks[i];
-    ForwardBatch b;
-    b.tokens = tokens.rows_range(ch.begin, ch.begin + ch.n);
-    b.positions = positions.rows_range(ch.begin, ch.begin + ch.n);
-    b.pos0 = ch.kv->n_past();
-    Tensor row = logits.rows_range(int64_t(i), int64_t(i) + 1);
-    forward(b, *ch.kv, row);
-  }
-}
-
 std::unique_ptr<Model> load_model(const std::string& dir, void (*progress)(int, int),
                                   const LoadOptions& opts) {
   ModelConfig cfg = load_config(dir);

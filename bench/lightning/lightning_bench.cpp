@@ -1,5 +1,5 @@
 // lightning_bench: one layer's attention core at the real MiniMax-Text-01 width, lightning
-// (ops::lightning_attention, 64 heads × 128, fp32 state) against softmax attention
+// (ops::attention_lightning, 64 heads × 128, fp32 state) against softmax attention
 // (ops::attention_softmax, GQA 64 query / 8 KV heads × 128 over a contiguous fp32 KV cache).
 //
 //   a. decode time per token vs context: lightning is flat (one [64,128,128] state update),
@@ -128,7 +128,7 @@ void bench_decode(const Opts& o) {
   auto lightning = [&](int64_t i) {
     Tensor st(states.data() + (i % kLightningLayers) * state_floats, DType::kF32,
               {kHeads, kHeadDim, kHeadDim});
-    ops::lightning_attention(qkv, slopes, 1, st, lout.t());
+    ops::attention_lightning(qkv, slopes, 1, st, lout.t());
   };
 
   // Softmax: a KV pool of max_ctx rows per K and V; a call at context c uses rows
@@ -213,7 +213,7 @@ void bench_prefill(const Opts& o) {
       std::memset(out.f32(), 0, out.t().size_bytes());
       int reps = 0;
       if (prev_n == 0 || prev_l * g < o.budget_s) {
-        tl = time_prefill(o, [&] { ops::lightning_attention(qkv, slopes, o.block, state.t(), out.t()); }, &reps);
+        tl = time_prefill(o, [&] { ops::attention_lightning(qkv, slopes, o.block, state.t(), out.t()); }, &reps);
         prev_l = tl;
         // FMAs per token and head: intra (m+1)·d (two causal m×m·d triangles, averaged),
         // inter + state 2·d² (m = block).
@@ -223,7 +223,7 @@ void bench_prefill(const Opts& o) {
         cls = fmt::format("{:.1f}", flops / tl / 1e9);
       }
       if (n <= kMaxRecurrencePrefill && (prev_n == 0 || prev_r * g < o.budget_s)) {
-        const double tr = time_prefill(o, [&] { ops::lightning_attention(qkv, slopes, 1, state.t(), out.t()); }, &reps);
+        const double tr = time_prefill(o, [&] { ops::attention_lightning(qkv, slopes, 1, state.t(), out.t()); }, &reps);
         prev_r = tr;
         cr = fmt::format("{:.0f}", double(n) / tr);
       }
@@ -288,7 +288,7 @@ void bench_blocks(const Opts& o) {
   fmt::print("| block | tokens/s |\n|---:|---:|\n");
   for (int b : {16, 32, 64, 128, 256, 512}) {
     int reps = 0;
-    const double t = time_prefill(o, [&] { ops::lightning_attention(qkv, slopes, b, state.t(), out.t()); }, &reps);
+    const double t = time_prefill(o, [&] { ops::attention_lightning(qkv, slopes, b, state.t(), out.t()); }, &reps);
     fmt::print("| {}{} | {:.0f} |\n", b, b == kConfigBlock ? " (config)" : "", double(n) / t);
   }
   fmt::print("\n");

@@ -2,7 +2,7 @@
 // head_dim 128, indexer 4 heads × 128, block 128, top-16 blocks) over a block-major paged F32 KV
 // cache with a shuffled block table. Prints markdown tables; asserts nothing.
 //   1. decode step (1 query at position T-1): MSA (msa_index_select + attention_block_sparse) vs
-//      dense paged attention (attention_paged), per context T; the indexer's share of MSA;
+//      dense paged attention (attention_dense_paged), per context T; the indexer's share of MSA;
 //   2. chunked prefill: a chunk of C queries at T-C .. T-1 (the marginal cost per prompt token at
 //      context T), MSA vs dense;
 //   3. retrieval: random keys plus "needle" tokens planted far back whose index key and main keys
@@ -32,7 +32,7 @@
 #include <utility>
 #include <vector>
 
-#include "ops/msa.h"
+#include "ops/ops.h"
 #include "ops/ops.h"
 #include "tensor/tensor.h"
 
@@ -158,7 +158,7 @@ int main(int argc, char** argv) {
         ops::msa_index_select(iq, ikd, bt, pos, T, sel.t());
         ops::attention_block_sparse(q, kd, vd, bt, pos, T, sel, scale, out.t());
       });
-      const double t_dense = median_ms(reps, [&] { ops::attention_paged(q, kd, vd, bt, pos, T, scale, out.t()); });
+      const double t_dense = median_ms(reps, [&] { ops::attention_dense_paged(q, kd, vd, bt, pos, T, scale, out.t()); });
       if (T == 16384) msa16 = t_msa;
       const double ik_gb = double(T * kIndexDim * esz) / 1e6, kv_gb = double(T * kKvHeads * kHeadDim * 2 * esz) / 1e6;
       fmt::print("| {} | {:.3f} | {:.1f} | {:.3f} | {:.3f} | {:.3f} | {:.1f} | {:.1f}x | {:.0f}% |\n", ctx(T),
@@ -187,7 +187,7 @@ int main(int argc, char** argv) {
       const double t_sp = median_ms(preps, [&] {
         ops::attention_block_sparse(q, k, v, bt, pos, T, sel, scale, out.t());
       });
-      const double t_dense = median_ms(preps, [&] { ops::attention_paged(q, k, v, bt, pos, T, scale, out.t()); });
+      const double t_dense = median_ms(preps, [&] { ops::attention_dense_paged(q, k, v, bt, pos, T, scale, out.t()); });
       fmt::print("| {} | {:.3f} | {:.3f} | {:.3f} | {:.3f} | {:.1f}x |\n", ctx(T), t_idx / C, t_sp / C,
                  (t_idx + t_sp) / C, t_dense / C, t_dense / (t_idx + t_sp));
     }

@@ -118,12 +118,12 @@ void moe_route_softmax(const Tensor& logits, int k, Tensor& ids, Tensor& weights
   cpu::moe_route_softmax(logits, k, ids, weights);
 }
 
-void lightning_attention(const Tensor& qkv, const Tensor& slopes, int block, Tensor& state,
+void attention_lightning(const Tensor& qkv, const Tensor& slopes, int block, Tensor& state,
                          Tensor& out) {
-  check::lightning_attention(qkv, slopes, state, out);
+  check::attention_lightning(qkv, slopes, state, out);
   if (qkv.dim(0) == 0) return;
-  if (use_ref()) return ref::lightning_attention(qkv, slopes, block, state, out);
-  cpu::lightning_attention(qkv, slopes, block, state, out);
+  if (use_ref()) return ref::attention_lightning(qkv, slopes, block, state, out);
+  cpu::attention_lightning(qkv, slopes, block, state, out);
 }
 
 void rows_gather(const Tensor& src, const Tensor& row_ids, Tensor& dst) {

@@ -1,4 +1,4 @@
-// lightning_attention (spec §3.5): the fp64 reference proven by hand (head_dim 1 closed form with
+// attention_lightning (spec §3.5): the fp64 reference proven by hand (head_dim 1 closed form with
 // decay; λ = 1 is plain causal linear attention; the state after the call), then the fast op
 // against it over chunk sizes, ragged lengths, head counts, head_dims and the real slope recipe
 // at several layers, plus the consistency properties the model relies on: resume from a state,
@@ -55,13 +55,13 @@ struct Result {
   Buffer out, state;
 };
 
-// Runs ops::lightning_attention (fast) or ops::ref::lightning_attention on a copy of state0.
+// Runs ops::attention_lightning (fast) or ops::ref::attention_lightning on a copy of state0.
 Result run(bool fast, const Tensor& qkv, const Tensor& slopes, int block, const Tensor& state0) {
   const int64_t n = qkv.dim(0), h = qkv.dim(1), d = qkv.dim(3);
   Result r{Buffer(DType::kF32, {n, h, d}), copy_of(state0)};
   r.state.t() = r.state.t().reshape({h, d, d});
-  if (fast) ops::lightning_attention(qkv, slopes, block, r.state.t(), r.out.t());
-  else ops::ref::lightning_attention(qkv, slopes, block, r.state.t(), r.out.t());
+  if (fast) ops::attention_lightning(qkv, slopes, block, r.state.t(), r.out.t());
+  else ops::ref::attention_lightning(qkv, slopes, block, r.state.t(), r.out.t());
   return r;
 }
 
@@ -287,7 +287,7 @@ TEST_F(LightningTest, ExactSizeAllocations) {
     SCOPED_TRACE(block);
     std::vector<float> s1 = s;
     Tensor st(s1.data(), DType::kF32, {H, d, d}), ot(o.data(), DType::kF32, {n, H, d});
-    ops::lightning_attention(qkv, slopes, block, st, ot);
+    ops::attention_lightning(qkv, slopes, block, st, ot);
     Buffer s0(DType::kF32, {H, d, d});
     std::copy(s.begin(), s.end(), s0.f32());
     const Result want = run(false, qkv, slopes, block, s0);
@@ -335,7 +335,7 @@ TEST_F(LightningTest, ChunkedCallsEqualOneCall) {
     for (int64_t p : pieces) {
       const Tensor part(qkv.f32() + t0 * H * 3 * d, DType::kF32, {p, H, 3, d});
       Tensor part_out(out.f32() + t0 * H * d, DType::kF32, {p, H, d});
-      ops::lightning_attention(part, slopes, block, state.t(), part_out);
+      ops::attention_lightning(part, slopes, block, state.t(), part_out);
       t0 += p;
     }
     Result chunked{std::move(out), std::move(state)};

@@ -29,7 +29,7 @@
 #include <set>
 #include <vector>
 
-#include "ops/msa.h"
+#include "ops/ops.h"
 #include "ops/ops.h"
 #include "ops/ops_test_util.h"
 #include "msa_cases.h"
@@ -165,10 +165,10 @@ void check_case(const Case& c, uint64_t seed) {
   EXPECT_ALLCLOSE(sp.t(), sp_f.t(), kBf16Kv);
   // Dense paged: the same four.
   Buffer dn = out_buf(), dn_ref = out_buf(), dn_w = out_buf(), dn_f = out_buf();
-  ops::attention_paged(q, s.kb, s.vb, s.bt, pos, c.T, scale, dn.t());
-  ops::ref::attention_paged(q, s.kb, s.vb, s.bt, pos, c.T, scale, dn_ref.t());
-  ops::attention_paged(q, s.kw, s.vw, s.bt, pos, c.T, scale, dn_w.t());
-  ops::attention_paged(q, s.k, s.v, s.bt, pos, c.T, scale, dn_f.t());
+  ops::attention_dense_paged(q, s.kb, s.vb, s.bt, pos, c.T, scale, dn.t());
+  ops::ref::attention_dense_paged(q, s.kb, s.vb, s.bt, pos, c.T, scale, dn_ref.t());
+  ops::attention_dense_paged(q, s.kw, s.vw, s.bt, pos, c.T, scale, dn_w.t());
+  ops::attention_dense_paged(q, s.k, s.v, s.bt, pos, c.T, scale, dn_f.t());
   EXPECT_ALLCLOSE(dn.t(), dn_ref.t(), tol::kF32Reduce);
   EXPECT_TRUE(bitwise_equal(dn.t(), dn_w.t()));
   EXPECT_ALLCLOSE(dn.t(), dn_f.t(), kBf16Kv);
@@ -214,11 +214,11 @@ TEST(MsaBf16, ChecksRejectMixedOrOtherDtypes) {
   Pages s = make_pages(T, B, 1, d, 4, 40);
   Buffer q = random_tensor({1, 1, d}, 41), out(DType::kF32, {1, 1, d});
   Buffer pos = i32_tensor({5});
-  EXPECT_DEATH(ops::attention_paged(q, s.kb, s.v, s.bt, pos, T, 1.0f, out.t()), "one KV dtype");
-  EXPECT_DEATH(ops::ref::attention_paged(q, s.k, s.vb, s.bt, pos, T, 1.0f, out.t()), "one KV dtype");
+  EXPECT_DEATH(ops::attention_dense_paged(q, s.kb, s.v, s.bt, pos, T, 1.0f, out.t()), "one KV dtype");
+  EXPECT_DEATH(ops::ref::attention_dense_paged(q, s.k, s.vb, s.bt, pos, T, 1.0f, out.t()), "one KV dtype");
   Buffer kh = copy_of(s.kb), vh = copy_of(s.vb);
   kh.t().dtype = DType::kF16, vh.t().dtype = DType::kF16;
-  EXPECT_DEATH(ops::attention_paged(q, kh, vh, s.bt, pos, T, 1.0f, out.t()), "must be F32 or BF16");
+  EXPECT_DEATH(ops::attention_dense_paged(q, kh, vh, s.bt, pos, T, 1.0f, out.t()), "must be F32 or BF16");
   Buffer ikh = copy_of(s.ikb);
   ikh.t().dtype = DType::kF16;
   Buffer iq = random_tensor({1, 1, 4}, 42), sel(DType::kI32, {1, 1, 2});

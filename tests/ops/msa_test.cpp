@@ -23,7 +23,7 @@
 #include <set>
 #include <vector>
 
-#include "ops/msa.h"
+#include "ops/ops.h"
 #include "ops/ops.h"
 #include "ops/ops_test_util.h"
 #include "msa_cases.h"
@@ -403,8 +403,8 @@ void check_sparse(const AttnCase& c, uint64_t seed) {
   EXPECT_ALLCLOSE(out.t(), out_ref.t(), tol::kF32Reduce);
   // Dense paged, fast vs ref and vs the contiguous attention_softmax one query at a time.
   Buffer dense(DType::kF32, {c.n_q, c.n_heads, c.d}), dense_ref(DType::kF32, {c.n_q, c.n_heads, c.d});
-  ops::attention_paged(q, s.k, s.v, s.bt, pos, c.T, scale, dense.t());
-  ops::ref::attention_paged(q, s.k, s.v, s.bt, pos, c.T, scale, dense_ref.t());
+  ops::attention_dense_paged(q, s.k, s.v, s.bt, pos, c.T, scale, dense.t());
+  ops::ref::attention_dense_paged(q, s.k, s.v, s.bt, pos, c.T, scale, dense_ref.t());
   EXPECT_ALLCLOSE(dense.t(), dense_ref.t(), tol::kF32Reduce);
   Buffer contig(DType::kF32, {c.n_q, c.n_heads, c.d});
   for (int64_t i = 0; i < c.n_q; ++i) {
@@ -485,7 +485,7 @@ TEST(MsaAttention, MultiQueryEqualsSequential) {
   Buffer sel(DType::kI32, {n_kvh, n_q, K}), out(DType::kF32, {n_q, n_heads, d}), dense(DType::kF32, {n_q, n_heads, d});
   ops::msa_index_select(iq, s.ik, s.bt, pos, T, sel.t());
   ops::attention_block_sparse(q, s.k, s.v, s.bt, pos, T, sel, 0.2f, out.t());
-  ops::attention_paged(q, s.k, s.v, s.bt, pos, T, 0.2f, dense.t());
+  ops::attention_dense_paged(q, s.k, s.v, s.bt, pos, T, 0.2f, dense.t());
   for (int64_t i = 0; i < n_q; ++i) {
     SCOPED_TRACE(i);
     Buffer pi = positions_of({p[size_t(i)]});
@@ -494,7 +494,7 @@ TEST(MsaAttention, MultiQueryEqualsSequential) {
     ops::msa_index_select(iqi, s.ik, s.bt, pi, T, si.t());
     for (int64_t g = 0; g < n_kvh; ++g) EXPECT_EQ(row_of(si, g, 0), row_of(sel, g, i));
     ops::attention_block_sparse(qi, s.k, s.v, s.bt, pi, T, si, 0.2f, oi.t());
-    ops::attention_paged(qi, s.k, s.v, s.bt, pi, T, 0.2f, di_.t());
+    ops::attention_dense_paged(qi, s.k, s.v, s.bt, pi, T, 0.2f, di_.t());
     EXPECT_EQ(0, std::memcmp(oi.f32(), out.f32() + i * n_heads * d, size_t(n_heads * d) * 4));
     EXPECT_EQ(0, std::memcmp(di_.f32(), dense.f32() + i * n_heads * d, size_t(n_heads * d) * 4));
   }
@@ -514,7 +514,7 @@ TEST(MsaAttention, ThreadInvariance) {
     Buffer rec(DType::kF32, {n_kvh, n_q}), cov(DType::kF32, {n_kvh, n_q});
     ops::msa_index_select(iq, s.ik, s.bt, pos, T, sel.t());
     ops::attention_block_sparse(q, s.k, s.v, s.bt, pos, T, sel, 0.2f, out.t());
-    ops::attention_paged(q, s.k, s.v, s.bt, pos, T, 0.2f, dense.t());
+    ops::attention_dense_paged(q, s.k, s.v, s.bt, pos, T, 0.2f, dense.t());
     ops::msa_selection_stats(q, s.k, s.bt, pos, T, sel, 0.2f, 16, rec.t(), cov.t());
     sels.push_back(std::move(sel));
     outs.push_back(std::move(out));
@@ -570,9 +570,9 @@ TEST(MsaChecks, RejectsBadIds) {
   EXPECT_DEATH(ops::attention_block_sparse(q, s.k, s.v, s.bt, pos, T, sel, 1.0f, out.t()), "no valid|padding");
   Buffer bad_pos = i32_tensor({20});
   sp[0] = 0, sp[1] = -1;
-  EXPECT_DEATH(ops::attention_paged(q, s.k, s.v, s.bt, bad_pos, T, 1.0f, out.t()), "positions");
+  EXPECT_DEATH(ops::attention_dense_paged(q, s.k, s.v, s.bt, bad_pos, T, 1.0f, out.t()), "positions");
   s.bt.t().ptr<int32_t>()[1] = int32_t(s.n_pages);
-  EXPECT_DEATH(ops::attention_paged(q, s.k, s.v, s.bt, pos, T, 1.0f, out.t()), "block_table");
+  EXPECT_DEATH(ops::attention_dense_paged(q, s.k, s.v, s.bt, pos, T, 1.0f, out.t()), "block_table");
 }
 
 }  // namespace

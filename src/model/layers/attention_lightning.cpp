@@ -35,7 +35,7 @@ void attention_lightning(const Tensor& h, const LightningWeights& w, const Tenso
   for (const SeqChunk& c : rows.seqs) {  // the recurrence: per sequence, over its own state
     Tensor state = c.kv->state(il);
     Tensor out_c = attn.rows_range(c.begin, c.begin + c.n);
-    ops::lightning_attention(qkv.rows_range(c.begin, c.begin + c.n).reshape({c.n, p.n_heads, 3, p.head_dim}),
+    ops::attention_lightning(qkv.rows_range(c.begin, c.begin + c.n).reshape({c.n, p.n_heads, 3, p.head_dim}),
                              slopes, p.block, state, out_c);
   }
   Tensor a = attn.reshape({n, qd});  // [n, q_dim], heads concatenated

@@ -6,7 +6,7 @@
 #include "base/clock.h"
 #include "model/msa_stats.h"
 #include "model/trace.h"
-#include "ops/msa.h"
+#include "ops/ops.h"
 #include "ops/ops.h"
 
 namespace mmx::layers {
@@ -100,7 +100,7 @@ void attention_msa(const Tensor& h, const AttentionWeights& w, const MsaAttentio
     const Tensor qc = qh.rows_range(b, e);                          // [m, n_heads, head_dim]
     Tensor attn_c = attn.rows_range(b, e);
     if (!sparse) {
-      ops::attention_paged(qc, kp, vp, table, pos, n_keys, scale, attn_c);
+      ops::attention_dense_paged(qc, kp, vp, table, pos, n_keys, scale, attn_c);
       continue;
     }
     const double ta = stats ? now_s() : 0.0;

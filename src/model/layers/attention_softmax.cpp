@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "model/trace.h"
-#include "ops/msa.h"
+#include "ops/ops.h"
 #include "ops/ops.h"
 
 namespace mmx::layers {
@@ -61,7 +61,7 @@ void attention_softmax(const Tensor& h, const AttentionWeights& w, const Attenti
     kv.write_kv(il, pos0, k.rows_range(b, e), v.rows_range(b, e));
     const int64_t n_kv = pos0 + c.n, n_blocks = (n_kv + kv.page() - 1) / kv.page();
     Tensor attn_c = attn.rows_range(b, e);
-    ops::attention_paged(qh.rows_range(b, e), kv.k_pages(il), kv.v_pages(il),
+    ops::attention_dense_paged(qh.rows_range(b, e), kv.k_pages(il), kv.v_pages(il),
                          kv.block_table().rows_range(0, n_blocks), rows.positions.rows_range(b, e), n_kv,
                          scale, attn_c);
   }

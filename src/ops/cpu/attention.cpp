@@ -65,28 +65,6 @@ inline void score_dots(const float* const* q, const float* kj, int64_t d, float 
   }
 }
 
-// p[0, n) = exp(s - max s) in place; returns 1 / sum p.
-float softmax_inplace(float* p, int64_t n) {
-  __m256 mv = _mm256_set1_ps(-FLT_MAX);
-  int64_t j = 0;
-  for (; j + 8 <= n; j += 8) mv = _mm256_max_ps(mv, _mm256_loadu_ps(p + j));
-  float m = hmax(mv);
-  for (; j < n; ++j) m = std::max(m, p[j]);
-  const __m256 mb = _mm256_set1_ps(m);
-  __m256 sv = _mm256_setzero_ps();
-  j = 0;
-  for (; j + 8 <= n; j += 8) {
-    const __m256 e = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(p + j), mb));
-    _mm256_storeu_ps(p + j, e);
-    sv = _mm256_add_ps(sv, e);
-  }
-  float sum = hsum(sv);
-  for (; j < n; ++j) {
-    p[j] = exp_scalar(p[j] - m);
-    sum += p[j];
-  }
-  return 1.0f / sum;
-}
 
 // o_m[0, d) (+)= sum_{j in [j0, j0 + KB)} p_m[j] · vj[0, d) for m < n_m (query heads sharing
 // one KV head); vj = v + j·v_stride. Key-major: the KB rows are read once each, in order (they

@@ -53,7 +53,7 @@ void attention_softmax(const Tensor& q, const Tensor& k, const Tensor& v, int64_
 void moe_route_sigmoid(const Tensor& logits, const Tensor& bias, int k, Tensor& ids,
                        Tensor& weights);
 void moe_route_softmax(const Tensor& logits, int k, Tensor& ids, Tensor& weights);  // moe_softmax.cpp
-void lightning_attention(const Tensor& qkv, const Tensor& slopes, int block, Tensor& state,
+void attention_lightning(const Tensor& qkv, const Tensor& slopes, int block, Tensor& state,
                          Tensor& out);  // lightning.cpp
 void rows_gather(const Tensor& src, const Tensor& row_ids, Tensor& dst);
 void rows_scatter_add(const Tensor& src, const Tensor& row_ids, const Tensor& scale, Tensor& dst);

@@ -295,7 +295,7 @@ void prefill_block(const float* qkv, float* out, int64_t n_heads, int64_t d, int
 
 }  // namespace
 
-void lightning_attention(const Tensor& qkv, const Tensor& slopes, int block, Tensor& state,
+void attention_lightning(const Tensor& qkv, const Tensor& slopes, int block, Tensor& state,
                          Tensor& out) {
   const int64_t n = qkv.dim(0), n_heads = qkv.dim(1), d = qkv.dim(3);
   const float* x = qkv.f32();

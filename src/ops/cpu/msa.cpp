@@ -1,4 +1,4 @@
-// Fast MSA ops over the block-major paged KV cache (contracts in ops/msa.h).
+// Fast paged-attention / MSA ops over the block-major paged KV cache (contracts in ops/ops.h).
 //
 // msa_index_select, per chunk of up to kQueryChunk queries:
 //   1. block scores S[row][b] for every row = (query, index head): tasks = (tile of kRowTile rows)
@@ -13,7 +13,7 @@
 //   A block's score is a max of per-key dots, each computed the same way whatever task, slot or
 //   lane it lands in, so the result is bitwise independent of the thread count and tiling.
 //
-// attention_paged / attention_block_sparse, one task = (query, KV head), all its query heads:
+// paged_attention / attention_block_sparse, one task = (query, KV head), all its query heads:
 //   the visible blocks in ascending id order (sparse: the selected ids sorted, so the slot order
 //   never matters; dense: 0..⌊p/B⌋) form one key list of whole page rows; then
 //   1. scores[h][t] = scale · q_h·k_t, 2 heads × 4 keys per kernel call;
@@ -214,28 +214,6 @@ void select_row(const float* s, int64_t nvis, int64_t K, int32_t* out) {
 
 // ---- attention ----
 
-// p[0, n) = exp(p - max p) in place; returns 1 / Σ p (fixed summation order).
-float softmax_inplace(float* p, int64_t n) {
-  __m256 mv = _mm256_set1_ps(-FLT_MAX);
-  int64_t j = 0;
-  for (; j + 8 <= n; j += 8) mv = _mm256_max_ps(mv, _mm256_loadu_ps(p + j));
-  float m = hmax(mv);
-  for (; j < n; ++j) m = std::max(m, p[j]);
-  const __m256 mb = _mm256_set1_ps(m);
-  __m256 sv = _mm256_setzero_ps();
-  j = 0;
-  for (; j + 8 <= n; j += 8) {
-    const __m256 e = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(p + j), mb));
-    _mm256_storeu_ps(p + j, e);
-    sv = _mm256_add_ps(sv, e);
-  }
-  float sum = hsum(sv);
-  for (; j < n; ++j) {
-    p[j] = exp_scalar(p[j] - m);
-    sum += p[j];
-  }
-  return 1.0f / sum;
-}
 
 // o[m][c, c + 8·NV) (+)= Σ_{t in [t0, t1)} p[m][t] · vr[t][c, c + 8·NV) for m < MR.
 template <int MR, int NV, typename VT>
@@ -426,7 +404,7 @@ void msa_index_select(const Tensor& iq, const Tensor& ik_pages, const Tensor& bl
 
 namespace {
 
-// attention_paged over pages of element type T (float, or uint16_t holding bf16).
+// paged_attention over pages of element type T (float, or uint16_t holding bf16).
 template <typename T>
 void attention_paged_t(const Tensor& q, const T* k_pages_p, const T* v_pages_p, const Tensor& k_pages,
                        const Tensor& block_table, const Tensor& positions, const Tensor& selected,
@@ -462,7 +440,7 @@ void attention_paged_t(const Tensor& q, const T* k_pages_p, const T* v_pages_p, 
 
 }  // namespace
 
-void attention_paged(const Tensor& q, const Tensor& k_pages, const Tensor& v_pages,
+void paged_attention(const Tensor& q, const Tensor& k_pages, const Tensor& v_pages,
                      const Tensor& block_table, const Tensor& positions, const Tensor& selected,
                      float scale, Tensor& out) {
   if (k_pages.dtype == DType::kBF16)

@@ -15,6 +15,8 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
+#include <cfloat>
 #include <cstdint>
 
 namespace mmx::ops::cpu {
@@ -102,6 +104,29 @@ inline float exp_scalar(float x) {
   alignas(32) float v[8] = {x};
   _mm256_store_ps(v, exp_ps(_mm256_load_ps(v)));
   return v[0];
+}
+
+// p[0, n) = exp(p - max p) in place; returns 1 / Σ p (fixed summation order).
+inline float softmax_inplace(float* p, int64_t n) {
+  __m256 mv = _mm256_set1_ps(-FLT_MAX);
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) mv = _mm256_max_ps(mv, _mm256_loadu_ps(p + j));
+  float m = hmax(mv);
+  for (; j < n; ++j) m = std::max(m, p[j]);
+  const __m256 mb = _mm256_set1_ps(m);
+  __m256 sv = _mm256_setzero_ps();
+  j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const __m256 e = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(p + j), mb));
+    _mm256_storeu_ps(p + j, e);
+    sv = _mm256_add_ps(sv, e);
+  }
+  float sum = hsum(sv);
+  for (; j < n; ++j) {
+    p[j] = exp_scalar(p[j] - m);
+    sum += p[j];
+  }
+  return 1.0f / sum;
 }
 
 // Mask with the first n (0..8) lanes set, for masked loads/stores of tails.

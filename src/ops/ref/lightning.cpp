@@ -9,9 +9,9 @@
 
 namespace mmx::ops::ref {
 
-void lightning_attention(const Tensor& qkv, const Tensor& slopes, int /*block*/, Tensor& state,
+void attention_lightning(const Tensor& qkv, const Tensor& slopes, int /*block*/, Tensor& state,
                          Tensor& out) {
-  check::lightning_attention(qkv, slopes, state, out);
+  check::attention_lightning(qkv, slopes, state, out);
   const int64_t n = qkv.dim(0), n_heads = qkv.dim(1), d = qkv.dim(3);
   for (int64_t h = 0; h < n_heads; ++h) {
     const double lambda = std::exp(-double(slopes.f32()[h]));

@@ -1,4 +1,4 @@
-// Reference MSA ops (ops/msa.h), fp64, straight from spec §5.6: every index score, block max,
+// Reference paged-attention / MSA ops (ops/ops.h), fp64, straight from spec §5.6: every index score, block max,
 // attention score, softmax and weighted sum in double, one (query, head) at a time; the block
 // selection is a full stable sort. Keys are addressed one at a time through the block table
 // (token j -> page block_table[j / B], row j % B).
@@ -9,8 +9,8 @@
 #include <numeric>
 #include <vector>
 
-#include "ops/cpu/msa.h"
-#include "ops/msa.h"
+#include "ops/check.h"
+#include "ops/ops.h"
 
 namespace mmx::ops::ref {
 
@@ -109,7 +109,7 @@ void msa_index_select(const Tensor& iq, const Tensor& ik_pages, const Tensor& bl
 void attention_block_sparse(const Tensor& q, const Tensor& k_pages, const Tensor& v_pages,
                             const Tensor& block_table, const Tensor& positions, int64_t n_keys,
                             const Tensor& selected, float scale, Tensor& out) {
-  check::attention_paged(q, k_pages, v_pages, block_table, positions, n_keys, selected, out,
+  check::paged_attention(q, k_pages, v_pages, block_table, positions, n_keys, selected, out,
                          "attention_block_sparse");
   const int64_t n_q = q.dim(0), n_heads = q.dim(1), B = k_pages.dim(1), n_kvh = k_pages.dim(2);
   const int64_t K = selected.dim(2);
@@ -125,11 +125,11 @@ void attention_block_sparse(const Tensor& q, const Tensor& k_pages, const Tensor
   }
 }
 
-void attention_paged(const Tensor& q, const Tensor& k_pages, const Tensor& v_pages,
+void attention_dense_paged(const Tensor& q, const Tensor& k_pages, const Tensor& v_pages,
                      const Tensor& block_table, const Tensor& positions, int64_t n_keys,
                      float scale, Tensor& out) {
-  check::attention_paged(q, k_pages, v_pages, block_table, positions, n_keys, Tensor(), out,
-                         "attention_paged");
+  check::paged_attention(q, k_pages, v_pages, block_table, positions, n_keys, Tensor(), out,
+                         "attention_dense_paged");
   const int64_t n_q = q.dim(0), n_heads = q.dim(1), B = k_pages.dim(1);
   for (int64_t i = 0; i < n_q; ++i) {
     const int64_t p = positions.ptr<int32_t>()[i];

@@ -34,6 +34,10 @@
 
 namespace mmx {
 
+// The header key of the file-level string map (not a tensor name).
+inline constexpr char kSafetensorsMetadataKey[] = "__metadata__";
+
+
 struct TensorInfo {
   std::string name;
   DType dtype = DType::kF32;
@@ -77,31 +81,6 @@ class TensorStore {
   TensorStore();
   struct Impl;
   std::unique_ptr<Impl> impl_;
-};
-
-// Writes one safetensors file; data is copied on add(). As the reference implementation does, the
-// header is padded with spaces so the data section starts at a multiple of 8 bytes, and tensors
-// are laid out contiguously, largest element size first (stable: order added within a size), so
-// every tensor is aligned to its element size. Header entries follow the data order.
-class SafetensorsWriter {
- public:
-  // Throws mmx::Error on a duplicate or reserved ("__metadata__") name, a negative shape entry,
-  // or size_bytes != numel * dtype_size(dtype).
-  void add(const std::string& name, DType dtype, std::vector<int64_t> shape, const void* data,
-           size_t size_bytes);
-  void set_metadata(const std::string& key, const std::string& value);
-  // Writes path + ".tmp", then renames it over path. Throws mmx::Error on I/O failure.
-  void write(const std::string& path) const;
-
- private:
-  struct Entry {
-    std::string name;
-    DType dtype;
-    std::vector<int64_t> shape;
-    std::vector<uint8_t> bytes;
-  };
-  std::vector<Entry> entries_;
-  std::map<std::string, std::string> metadata_;
 };
 
 }  // namespace mmx

@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "model/safetensors.h"
+#include "model/safetensors_writer.h"
 #include "ops/ops.h"
 #include "train/families.h"
 

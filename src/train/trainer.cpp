@@ -14,8 +14,9 @@
 
 #include "base/error.h"
 #include "model/config.h"
-#include "model/m2_chat_template.h"
+#include "fixtures/m2_chat_template.h"
 #include "model/safetensors.h"
+#include "model/safetensors_writer.h"
 #include "ops/ops.h"
 #include "tokenizer/bpe_trainer.h"
 #include "tokenizer/tokenizer.h"

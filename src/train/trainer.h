@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <string>
 
-#include "model/tiny.h"
+#include "fixtures/tiny.h"
 
 namespace mmx::train {
 

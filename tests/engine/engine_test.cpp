@@ -16,7 +16,7 @@
 
 #include "engine/engine.h"
 #include "engine/generate.h"
-#include "model/tiny.h"
+#include "fixtures/tiny.h"
 #include "testing/tiny_models.h"
 
 namespace mmx {

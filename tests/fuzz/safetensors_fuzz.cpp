@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "model/safetensors.h"
+#include "model/safetensors_writer.h"
 
 namespace {
 

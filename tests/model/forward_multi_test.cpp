@@ -32,7 +32,7 @@
 
 #include "base/error.h"
 #include "model/model.h"
-#include "model/tiny.h"
+#include "fixtures/tiny.h"
 #include "testing/allclose.h"
 #include "testing/tiny_models.h"
 

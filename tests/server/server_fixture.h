@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "fake_engine.h"
-#include "model/tiny.h"
+#include "fixtures/tiny.h"
 #include "server/server.h"
 
 namespace mmx::server {

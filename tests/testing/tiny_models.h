@@ -15,7 +15,7 @@
 #include <fmt/format.h>
 
 #include "model/model.h"
-#include "model/tiny.h"
+#include "fixtures/tiny.h"
 
 namespace mmx::testing {
 

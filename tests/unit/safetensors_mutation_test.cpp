@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "model/safetensors.h"
+#include "model/safetensors_writer.h"
 
 namespace mmx {
 namespace {

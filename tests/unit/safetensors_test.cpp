@@ -6,6 +6,7 @@
 // Files under test are written here by hand (raw_file) as well as by SafetensorsWriter, so the
 // reader is never checked only against its own writer.
 #include "model/safetensors.h"
+#include "model/safetensors_writer.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

@@ -12,6 +12,7 @@
 #include "common.h"
 #include "model/config.h"
 #include "model/safetensors.h"
+#include "model/safetensors_writer.h"
 #include "ops/ops.h"
 #include "train/graph.h"
 #include "train/kernels.h"

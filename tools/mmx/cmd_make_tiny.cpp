@@ -2,7 +2,7 @@
 #include <cstdio>
 
 #include "common.h"
-#include "model/tiny.h"
+#include "fixtures/tiny.h"
 
 namespace mmx::cli {
 

@@ -1,6 +1,6 @@
 #include "common.h"
 
-#include "model/tiny.h"
+#include "fixtures/tiny.h"
 
 #include <algorithm>
 #include <charconv>

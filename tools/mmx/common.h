@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "model/model.h"
-#include "model/tiny.h"
+#include "fixtures/tiny.h"
 
 namespace mmx::cli {
 

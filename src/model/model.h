@@ -13,6 +13,7 @@
 #include "memory/kv_cache.h"
 #include "model/config.h"
 #include "model/forward_batch.h"
+#include "model/msa_stats.h"
 
 namespace mmx {
 
@@ -36,6 +37,10 @@ class Model {
   // [0, tokens.dim(0)) in order, each with n >= 1 and its own cache.
   // A chunk that crosses a lightning-state checkpoint is run in rounds (families/rowwise_model.h).
   virtual void forward_multi(const Tensor& tokens, std::span<const SeqChunk> chunks, Tensor& logits) = 0;
+
+  // M3: collect MSA selection quality and timings into `stats` (null = stop); it must outlive
+  // the forwards. Other families have no MSA layers and ignore it.
+  virtual void set_msa_stats(MsaStats* stats) { (void)stats; }
 
   // Per-sequence memory for up to `capacity` tokens: K/V for softmax layers, a state for each
   // lightning layer, with state checkpoints every `checkpoint_every` tokens (newest

@@ -4,11 +4,6 @@
 
 namespace mmx {
 
-MsaStats& MsaStats::get() {
-  static MsaStats s;
-  return s;
-}
-
 void MsaStats::add_timing(int layer, double index_s, double attention_s) {
   MsaLayerStats& l = layers_[layer];
   l.index_s += index_s;

@@ -2,8 +2,9 @@
 // indexer's block selection matches full attention, and where the time goes.
 //   recall   = |true top-K blocks under full attention ∩ selected| / |true top-K|  (K = topk, 16)
 //   coverage = share of the full-attention probability mass inside the selected blocks
-// (ops::msa_selection_stats defines both exactly). Collected only when enabled (it runs full fp64
-// attention per query, so it is for analysis, not serving): `mmx generate --msa-stats`.
+// (ops::msa_selection_stats defines both exactly). Collected only into a collector the caller
+// hands the model (Model::set_msa_stats; it runs full fp64 attention per query, so it is for
+// analysis, not serving): `mmx generate --msa-stats`.
 #pragma once
 
 #include <cstdint>
@@ -23,9 +24,6 @@ struct MsaLayerStats {
 
 class MsaStats {
  public:
-  static MsaStats& get();  // process-wide collector
-  bool enabled() const { return enabled_; }
-  void set_enabled(bool on) { enabled_ = on; }
   void reset() { layers_.clear(); }
   void add_timing(int layer, double index_s, double attention_s);
   // recall, coverage: [groups * n_q] row-major (group-major), as written by the op.
@@ -34,7 +32,6 @@ class MsaStats {
   std::string report() const;  // a markdown table, one row per layer and group
 
  private:
-  bool enabled_ = false;
   std::map<int, MsaLayerStats> layers_;
 };
 

@@ -158,14 +158,15 @@ TEST(M3Config, FlattenedKeysGiveTheSameLogits) {
 TEST(M3Msa, StatsAreCollectedOnlyWhenEnabled) {
   auto model = load_model(tiny_dir("f32", 11));
   const auto ids = random_ids(40, 512, 7);
-  MsaStats::get().reset();
+  MsaStats stats;
   prefill_logits(*model, ids, 0);
-  EXPECT_TRUE(MsaStats::get().layers().empty());
-  MsaStats::get().set_enabled(true);
+  EXPECT_TRUE(stats.layers().empty());
+  model->set_msa_stats(&stats);
   prefill_logits(*model, ids, 0);
-  MsaStats::get().set_enabled(false);
-  ASSERT_EQ(MsaStats::get().layers().size(), 3u);
-  for (const auto& [il, l] : MsaStats::get().layers()) {
+  model->set_msa_stats(nullptr);
+  prefill_logits(*model, ids, 0);  // no longer collected
+  ASSERT_EQ(stats.layers().size(), 3u);
+  for (const auto& [il, l] : stats.layers()) {
     EXPECT_EQ(l.n_queries, 40);
     for (size_t g = 0; g < l.recall_sum.size(); ++g) {
       EXPECT_GT(l.recall_sum[g] / 40, 0.2);
@@ -173,7 +174,6 @@ TEST(M3Msa, StatsAreCollectedOnlyWhenEnabled) {
       EXPECT_LE(l.coverage_sum[g] / 40, 1.0 + 1e-6);
     }
   }
-  MsaStats::get().reset();
 }
 
 std::string load_error(const std::string& dir) {

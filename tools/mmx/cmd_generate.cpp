@@ -75,7 +75,8 @@ void run_generate(const Opts& o) {
     for (int64_t id : model->config().eos_token_ids) stops.push_back(int32_t(id));
   Sampler sampler(sp, prompt, stops);
   GenerateStats st;
-  MsaStats::get().set_enabled(o.msa_stats);
+  MsaStats msa_stats;
+  if (o.msa_stats) model->set_msa_stats(&msa_stats);
   std::optional<tok::Detokenizer> detok;
   if (tokenizer && o.ids.empty()) detok.emplace(*tokenizer, /*skip_special_tokens=*/false);
   bool first = true;
@@ -96,11 +97,11 @@ void run_generate(const Opts& o) {
                  (long long)st.n_prompt, st.prefill_s, st.n_prompt / st.prefill_s, (long long)st.n_generated,
                  st.decode_s, st.n_generated > 1 ? (st.n_generated - 1) / st.decode_s : 0.0);
   if (o.msa_stats) {
-    if (MsaStats::get().layers().empty())
+    if (msa_stats.layers().empty())
       std::fprintf(stderr, "--msa-stats: this model has no sparse-attention (MSA) layers\n");
     else
       std::fprintf(stderr, "MSA selection vs full attention (prefill + decode queries):\n%s",
-                   MsaStats::get().report().c_str());
+                   msa_stats.report().c_str());
   }
 }
 }  // namespace

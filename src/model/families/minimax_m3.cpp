@@ -27,6 +27,7 @@ class MiniMaxM3 final : public RowwiseModel {
     moe_ = layers::moe_params(cfg_);
     act_ = moe_.act;  // the dense MLP layers use the experts' activation
   }
+  void set_msa_stats(MsaStats* stats) override { attn_.stats = stats; }
 
   const ModelConfig& config() const override { return cfg_; }
 

@@ -45,7 +45,7 @@ void attention_msa(const Tensor& h, const AttentionWeights& w, const MsaAttentio
     MMX_CHECK(c.kv->n_past() + c.n <= c.kv->capacity() && c.kv->page() == B,
               "KV cache {} rows, page {} (want {}), {} keys", c.kv->capacity(), c.kv->page(), B,
               c.kv->n_past() + c.n);
-  const bool stats = MsaStats::get().enabled();
+  MsaStats* const stats = p.stats;
   const double t0 = stats ? now_s() : 0.0;
 
   Tensor q = s.f32(kQ, {n, qd});   // [n, n_heads * head_dim]
@@ -117,10 +117,10 @@ void attention_msa(const Tensor& h, const AttentionWeights& w, const MsaAttentio
       attention_s += tc - tb;
       Tensor rec = s.f32(kRecall, {G, m}), cov = s.f32(kCoverage, {G, m});
       ops::msa_selection_stats(qc, kp, table, pos, n_keys, sel, scale, p.topk, rec, cov);
-      MsaStats::get().add_selection(il, G, m, rec.f32(), cov.f32());
+      stats->add_selection(il, G, m, rec.f32(), cov.f32());
     }
   }
-  if (stats && sparse) MsaStats::get().add_timing(il, index_s, attention_s);
+  if (stats && sparse) stats->add_timing(il, index_s, attention_s);
   trace(attn, "attn_heads", il);
   ops::matmul(attn.reshape({n, qd}), w.o, out);
 }

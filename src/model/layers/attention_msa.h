@@ -7,6 +7,8 @@
 // sequence's cache. No kernels here — ops:: only.
 #pragma once
 
+#include "model/msa_stats.h"
+
 #include "memory/kv_cache.h"
 #include "model/forward_batch.h"
 #include "model/weights.h"
@@ -21,6 +23,7 @@ struct MsaAttentionParams {
   bool qk_norm = true;     // per head: one [head_dim] gain shared by all heads
   int page = 128;          // tokens per KV page (= MSA block)
   int index_dim = 0, topk = 0;  // sparse layers; index heads == n_kv_heads
+  MsaStats* stats = nullptr;    // non-null: collect selection quality and timings (slow; analysis)
 };
 
 // The MSA / dense paged attention parameters a config implies.

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "base/clock.h"
 #include "base/error.h"
 
 namespace mmx {
@@ -23,7 +24,8 @@ int64_t auto_pages(const Model& m, const EngineOptions& o) {
 
 }  // namespace
 
-Engine::Engine(Model& model, EngineOptions opts) : model_(model), opts_(std::move(opts)), runner_(model) {
+Engine::Engine(Model& model, EngineOptions opts)
+    : model_(model), opts_(std::move(opts)), runner_(model), budget_(opts_.max_step_ms) {
   PagedMemoryOptions mo;
   mo.page = model_.config().kv_page();
   mo.n_pages = opts_.kv_pages > 0 ? opts_.kv_pages : auto_pages(model_, opts_);
@@ -206,12 +208,16 @@ void Engine::publish_metrics(const ScheduledBatch& batch) {
 bool Engine::step() {
   std::lock_guard<std::mutex> step_lock(step_mu_);
   intake();
-  const ScheduledBatch batch = sched_->schedule();
+  const ScheduledBatch batch = sched_->schedule(budget_.prefill_tokens(sched_->has_decodes()));
   if (batch.empty()) {  // nothing to run — or every sequence was just preempted: then retry
     publish_metrics({});
     return !sched_->waiting().empty();
   }
+  const double t0 = now_s();
   run(batch);
+  int64_t n_decode = 0, n_prefill = 0;
+  for (const ScheduledChunk& c : batch.chunks) (c.n == 1 ? n_decode : n_prefill) += c.n;
+  budget_.observe(now_s() - t0, n_decode, n_prefill);
   sched_->retire_finished();  // finished sequences released their memory in finish()
   if (opts_.check_integrity) check_integrity();
   publish_metrics(batch);

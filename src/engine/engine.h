@@ -7,7 +7,8 @@
 // One engine thread runs step() in a loop:
 //   intake:   move submitted requests into the scheduler's queue, drop cancelled ones (their
 //             memory is freed there — or at once inside cancel() when no step is running);
-//   schedule: Scheduler::schedule() admits and plans the step (pages reserved);
+//   schedule: Scheduler::schedule() admits and plans the step (pages reserved), prefill chunks
+//             within what StepBudget allows so running decodes keep their pace;
 //   run:      ModelRunner::run(); each sequence commits its new full pages and, when its pending
 //             tokens are all in, samples;
 //   emit:     kToken events (logprobs: log-softmax of the raw logits); kDone on a stop id,
@@ -26,6 +27,7 @@
 #include "engine/engine_api.h"
 #include "engine/model_runner.h"
 #include "engine/scheduler.h"
+#include "engine/step_budget.h"
 #include "memory/paged_memory.h"
 #include "model/model.h"
 
@@ -33,6 +35,9 @@ namespace mmx {
 
 struct EngineOptions {
   int64_t max_batch_tokens = 512;  // tokens per step (decodes + prefill chunks)
+  // Target step time while sequences decode (StepBudget: prefill chunks shrink so decodes are not
+  // stalled): < 0 off (tests: deterministic chunking), 0 auto (3 x a decode-only step), > 0 ms.
+  double max_step_ms = -1;
   int64_t max_running = 16;        // sequences in flight
   int64_t max_waiting = 256;       // queue length before a kBusy refusal
   int64_t kv_pages = 0;            // pages in the shared KV pool (0 = auto: see kv_pages_auto)
@@ -91,6 +96,7 @@ class Engine final : public EngineApi {
   std::mutex step_mu_;
   std::unique_ptr<Scheduler> sched_;
   ModelRunner runner_;
+  StepBudget budget_;
   std::thread thread_;
 };
 

@@ -93,20 +93,29 @@ bool Scheduler::make_room(Sequence& s, int64_t& n, ScheduledBatch& batch) {
   }
 }
 
-ScheduledBatch Scheduler::schedule() {
+bool Scheduler::has_decodes() const {
+  return std::any_of(running_.begin(), running_.end(), [](const auto& s) { return s->pending() == 1; });
+}
+
+ScheduledBatch Scheduler::schedule(int64_t prefill_budget) {
   admit();
   ScheduledBatch batch;
+  int64_t prefill_used = 0;
   // Decodes first, then prefill chunks. Iterate over a snapshot: preemption edits running_.
   for (bool decodes : {true, false}) {
     std::vector<Sequence*> order;
     for (auto& s : running_) order.push_back(s.get());
     for (Sequence* s : order) {
       // Tokens left in this step (a preempted sequence's chunk leaves the batch and gives them back).
-      const int64_t left = o_.max_batch_tokens - batch.n_tokens();
+      int64_t left = o_.max_batch_tokens - batch.n_tokens();
+      if (!decodes) left = std::min(left, prefill_budget - prefill_used);
       if (left <= 0) break;
       if ((s->pending() == 1) != decodes || !s->mem.kv) continue;  // (preempted in this loop)
       int64_t n = s->mem.kv->max_chunk(std::min(left, s->pending()));  // the hybrid rule: memory's
-      if (make_room(*s, n, batch)) batch.chunks.push_back({s, n});
+      if (make_room(*s, n, batch)) {
+        batch.chunks.push_back({s, n});
+        if (!decodes) prefill_used += n;
+      }
     }
   }
   return batch;

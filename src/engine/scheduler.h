@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <deque>
 #include <memory>
 #include <vector>
@@ -46,8 +47,10 @@ class Scheduler {
 
   void enqueue(std::unique_ptr<Sequence> s);  // at the back of the waiting queue
   void remove(uint64_t id);                   // wherever it is; its memory is released
-  // Admits what fits, then plans one step (pages reserved for every chunk). Empty when nothing runs.
-  ScheduledBatch schedule();
+  // Admits what fits, then plans one step (pages reserved for every chunk): decodes first, then
+  // prefill chunks of at most `prefill_budget` tokens in all (StepBudget). Empty when nothing runs.
+  ScheduledBatch schedule(int64_t prefill_budget = INT64_MAX);
+  bool has_decodes() const;  // a running sequence is decoding (one pending token)
   // Drops running sequences whose memory was released (finished); returns how many remain.
   int64_t retire_finished();
 

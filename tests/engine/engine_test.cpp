@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <random>
 #include <set>
@@ -488,6 +489,34 @@ TEST(Engine, ThreadedServesConcurrentSubmitters) {
   for (auto& t : ts) t.join();
   std::unique_lock<std::mutex> l(mu);
   ASSERT_TRUE(cv.wait_for(l, std::chrono::seconds(60), [&] { return done == 20; }));
+}
+
+}  // namespace
+}  // namespace mmx
+
+namespace mmx {
+namespace {
+
+// StepBudget learns D (decode-only step) and P (seconds per prefill token) and allows
+// (target - D) / P prefill tokens while decodes run; unbounded when off, before it has learned,
+// or when nothing decodes; never below kMinPrefill.
+TEST(StepBudget, BoundsPrefillOnceLearned) {
+  constexpr int64_t kInf = std::numeric_limits<int64_t>::max();
+  StepBudget off(-1), autob(0), fixed(50);
+  for (StepBudget* b : {&off, &autob, &fixed}) {
+    EXPECT_EQ(b->prefill_tokens(true), kInf);  // nothing learned yet
+    b->observe(0.100, 8, 0);                   // decode-only step: D = 0.1 s
+    EXPECT_EQ(b->prefill_tokens(true), kInf);  // P unknown
+    b->observe(0.100 + 100 * 0.010, 8, 100);   // + 100 prefill tokens at 10 ms each: P = 0.01
+  }
+  EXPECT_EQ(off.prefill_tokens(true), kInf);
+  EXPECT_NEAR(double(autob.prefill_tokens(true)), (3 * 0.100 - 0.100) / 0.010, 1.0);  // 20
+  EXPECT_EQ(autob.prefill_tokens(false), kInf);  // nobody waits
+  EXPECT_EQ(fixed.prefill_tokens(true), StepBudget::kMinPrefill);  // 50 ms < D: progress only
+  StepBudget wide(1100);
+  wide.observe(0.100, 8, 0);
+  wide.observe(1.100, 8, 100);
+  EXPECT_NEAR(double(wide.prefill_tokens(true)), 100.0, 1.0);
 }
 
 }  // namespace

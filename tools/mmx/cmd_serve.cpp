@@ -117,6 +117,11 @@ void add_serve(CLI::App& app, Action& action) {
                 "When the prompt exceeds F x context, drop reasoning of the oldest assistant turns "
                 "(0 = off; 0.3 is a good start)")
       ->check(CLI::Range(0.0, 1.0));
+  c->add_option("--max-step-ms", o->engine.max_step_ms,
+                "Engine: target step time while requests decode; prefill chunks shrink to keep it, so streams are "
+                "not stalled by a long prompt (0 = auto: 3x a decode-only step, learned; -1 = off, the default: "
+                "it trades time-to-first-token for inter-token latency, see README)")
+      ->capture_default_str();
   c->add_option("--max-batch-tokens", o->engine.max_batch_tokens, "Engine: tokens per step")
       ->capture_default_str()->check(CLI::PositiveNumber);
   c->add_option("--kv-pages", o->engine.kv_pages,

@@ -77,11 +77,13 @@ void parse_common(const ojson& b, GenerationParams& p, bool chat, const Sampling
     p.sampling.seed = uint64_t(get_int(b, "seed"));
     p.has_seed = true;
   }
-  for (const char* key : {"presence_penalty", "frequency_penalty"}) {  // OpenAI: -2..2
+  const std::pair<const char*, float*> penalties[] = {{"presence_penalty", &p.sampling.presence_penalty},
+                                                      {"frequency_penalty", &p.sampling.frequency_penalty}};
+  for (const auto& [key, field] : penalties) {  // OpenAI: -2..2
     if (!has(b, key)) continue;
     const double v = get_number(b, key);
     if (v < -2 || v > 2) bad_request(std::string("'") + key + "' must be in [-2, 2]", key);
-    (key[0] == 'p' ? p.sampling.presence_penalty : p.sampling.frequency_penalty) = float(v);
+    *field = float(v);
   }
   if (has(b, "repetition_penalty")) {  // vLLM / llama.cpp: > 0, 1 = off
     const double v = get_number(b, "repetition_penalty");

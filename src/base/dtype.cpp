@@ -2,7 +2,41 @@
 
 #include <cmath>
 
+#include "base/error.h"
+#include "base/qblocks.h"
+
 namespace mmx {
+
+bool dtype_is_quant(DType t) { return dtype_block(t) > 1; }
+
+int64_t dtype_block(DType t) {
+  switch (t) {
+    case DType::kQ8_0: return kQ8_0Block;
+    case DType::kQ4_0: return kQ4_0Block;
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K: return kQkBlock;
+    default: return 1;
+  }
+}
+
+size_t dtype_block_bytes(DType t) {
+  switch (t) {
+    case DType::kQ8_0: return sizeof(BlockQ8_0);
+    case DType::kQ4_0: return sizeof(BlockQ4_0);
+    case DType::kQ4_K: return sizeof(BlockQ4K);
+    case DType::kQ5_K: return sizeof(BlockQ5K);
+    case DType::kQ6_K: return sizeof(BlockQ6K);
+    default: return dtype_size(t);
+  }
+}
+
+size_t dtype_row_bytes(DType t, int64_t n) {
+  const int64_t b = dtype_block(t);
+  MMX_CHECK(n >= 0 && n % b == 0, "a {} row of {} elements is not a whole number of {}-blocks",
+            dtype_name(t), n, b);
+  return size_t(n / b) * dtype_block_bytes(t);
+}
 
 size_t dtype_size(DType t) {
   switch (t) {
@@ -14,7 +48,9 @@ size_t dtype_size(DType t) {
     case DType::kI64: return 8;
     case DType::kU8: return 1;
     case DType::kF64: return 8;
+    default: break;
   }
+  MMX_CHECK(false, "dtype {} is block-quantized: it has no per-element size", dtype_name(t));
   return 0;
 }
 
@@ -28,6 +64,11 @@ std::string_view dtype_name(DType t) {
     case DType::kI64: return "I64";
     case DType::kU8: return "U8";
     case DType::kF64: return "F64";
+    case DType::kQ8_0: return "Q8_0";
+    case DType::kQ4_0: return "Q4_0";
+    case DType::kQ4_K: return "Q4_K";
+    case DType::kQ5_K: return "Q5_K";
+    case DType::kQ6_K: return "Q6_K";
   }
   return "?";
 }

@@ -1,5 +1,9 @@
 // Storage dtypes and scalar conversions (bf16, fp16, fp8 e4m3fn <-> fp32).
 // Compute is fp32 on the CPU; these types only describe how weights and caches are stored.
+//
+// Block-quantized types (llama.cpp's GGUF formats, layouts in base/qblocks.h) store a row of n
+// elements as n / dtype_block(t) blocks of dtype_block_bytes(t) bytes; they have no per-element
+// size (dtype_size throws on them) and only whole rows are addressable.
 #pragma once
 
 #include <cstddef>
@@ -9,11 +13,19 @@
 
 namespace mmx {
 
-enum class DType : uint8_t { kF32, kF16, kBF16, kF8E4M3, kI32, kI64, kU8, kF64 };  // kF64: gradient dumps
+enum class DType : uint8_t {
+  kF32, kF16, kBF16, kF8E4M3, kI32, kI64, kU8, kF64,  // kF64: gradient dumps
+  kQ8_0, kQ4_0, kQ4_K, kQ5_K, kQ6_K,                   // block-quantized (GGUF)
+};
 
-size_t dtype_size(DType t);               // bytes per element
-std::string_view dtype_name(DType t);     // "F32", "BF16", ... (safetensors spelling)
-bool dtype_from_name(std::string_view s, DType* out);  // false on an unknown name
+bool dtype_is_quant(DType t);             // one of the block-quantized types
+size_t dtype_size(DType t);               // bytes per element; throws for block-quantized types
+int64_t dtype_block(DType t);             // elements per block: 32 (Q8_0, Q4_0), 256 (K types), else 1
+size_t dtype_block_bytes(DType t);        // bytes per block (dtype_size for plain types)
+// Bytes of a row of n elements; n must be a multiple of dtype_block(t) (MMX_CHECK).
+size_t dtype_row_bytes(DType t, int64_t n);
+std::string_view dtype_name(DType t);     // "F32", "BF16", ... (safetensors spelling), "Q4_K", ...
+bool dtype_from_name(std::string_view s, DType* out);  // safetensors names only; false otherwise
 
 inline float bf16_to_f32(uint16_t h) {
   uint32_t u = uint32_t(h) << 16;

@@ -2,6 +2,8 @@
 // Family-specific keys live in config_m2.cpp (spec §4.1) and config_text01.cpp (spec §3.1).
 #include "model/config.h"
 
+#include "gguf/hf_view.h"
+
 #include <fmt/format.h>
 
 #include <fstream>
@@ -173,6 +175,8 @@ ModelConfig parse_config(const std::string& text, const std::string& where) {
 }
 
 ModelConfig load_config(const std::string& dir) {
+  if (gguf::is_gguf(dir))  // the config a GGUF file stands for (gguf/hf_view.h)
+    return parse_config(gguf::hf_config(*gguf::File::open(dir)).dump(), dir);
   const std::string path = dir + "/config.json";
   std::ifstream f(path);
   if (!f) fail("cannot open {}: is {} a Hugging Face checkpoint directory?", path, dir);

@@ -10,11 +10,10 @@
 // Not here: HF-name mapping, dtype conversion, device upload (model/weights does those).
 #include "model/safetensors.h"
 
-#include <fcntl.h>
+#include "base/mapped_file.h"
+#include "gguf/gguf.h"
+
 #include <fmt/ranges.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -327,75 +326,40 @@ bool ends_with(const std::string& s, std::string_view suffix) {
 
 class SafetensorsFile {
  public:
-  explicit SafetensorsFile(std::string path) : path_(std::move(path)) {
-    map_file();
-    try {
-      parse_header();
-    } catch (...) {
-      unmap();
-      throw;
-    }
+  explicit SafetensorsFile(std::string path) : map_(std::move(path), "safetensors file") {
+    parse_header();
   }
-  ~SafetensorsFile() { unmap(); }
   SafetensorsFile(const SafetensorsFile&) = delete;
   SafetensorsFile& operator=(const SafetensorsFile&) = delete;
 
-  const std::string& path() const { return path_; }
-  const uint8_t* bytes() const { return bytes_; }
-  uint64_t size() const { return size_; }
+  const std::string& path() const { return map_.path(); }
+  const uint8_t* bytes() const { return map_.bytes(); }
+  uint64_t size() const { return map_.size(); }
   const std::map<std::string, TensorInfo>& tensors() const { return tensors_; }
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
 
  private:
-  void map_file() {
-    // O_NONBLOCK: a FIFO in a checkpoint directory must not hang us; the S_ISREG check rejects it.
-    const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) file_error(path_, "cannot open: {}", errno_text());
-    struct stat st;
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-      ::close(fd);
-      file_error(path_, "not a regular file");
-    }
-    size_ = uint64_t(st.st_size);
-    if (size_ > 0) {
-      void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-      if (p == MAP_FAILED) {
-        const std::string why = errno_text();
-        ::close(fd);
-        file_error(path_, "mmap of {} bytes failed: {}", size_, why);
-      }
-      bytes_ = static_cast<const uint8_t*>(p);
-    }
-    ::close(fd);  // the mapping keeps the file alive
-  }
-
-  void unmap() {
-    if (bytes_) ::munmap(const_cast<uint8_t*>(bytes_), size_);
-    bytes_ = nullptr;
-  }
-
   void parse_header() {
-    const HeaderLayout layout = read_header_length(path_, bytes_, size_);
-    const char* text = reinterpret_cast<const char*>(bytes_ + 8);
+    const std::string& path = map_.path();
+    const HeaderLayout layout = read_header_length(path, map_.bytes(), map_.size());
+    const char* text = reinterpret_cast<const char*>(map_.bytes() + 8);
     const json root =
         parse_json_strict(text, text + layout.header_len, "header",
-                          [&](const std::string& msg) { file_error(path_, "{}", msg); });
+                          [&](const std::string& msg) { file_error(path, "{}", msg); });
     if (!root.is_object()) {
-      file_error(path_, "header is a JSON {}, not an object", root.type_name());
+      file_error(path, "header is a JSON {}, not an object", root.type_name());
     }
     for (const auto& [key, value] : root.items()) {
       if (key == kMetadataKey) {
-        metadata_ = parse_metadata(path_, value);
+        metadata_ = parse_metadata(path, value);
       } else {
-        tensors_.emplace(key, parse_entry(path_, key, value, layout));
+        tensors_.emplace(key, parse_entry(path, key, value, layout));
       }
     }
-    check_overlaps(path_, tensors_);
+    check_overlaps(path, tensors_);
   }
 
-  std::string path_;
-  const uint8_t* bytes_ = nullptr;
-  uint64_t size_ = 0;
+  MappedFile map_;
   std::map<std::string, TensorInfo> tensors_;
   std::map<std::string, std::string> metadata_;
 };
@@ -405,6 +369,7 @@ class SafetensorsFile {
 struct TensorStore::Impl {
   std::string origin;  // what open() was given, for messages
   std::vector<std::unique_ptr<SafetensorsFile>> files;
+  std::unique_ptr<gguf::File> gguf;  // set instead of `files` for a GGUF file
   std::map<std::string, TensorInfo> tensors;
   std::map<std::string, std::string> metadata;
 
@@ -420,6 +385,30 @@ struct TensorStore::Impl {
   }
 
   void load_index(const std::string& index_path);
+
+  // A GGUF file: its tensors under their GGUF names; types it cannot hand out are listed with
+  // dtype_supported = false and their ggml name (tensor() refuses them by name).
+  void load_gguf(const std::string& path) {
+    gguf = gguf::File::open(path);
+    for (const gguf::TensorInfo& g : gguf->tensors()) {
+      TensorInfo ti;
+      ti.name = g.name;
+      ti.dtype = g.dtype;
+      ti.shape = g.shape;
+      ti.offset = g.offset;
+      ti.size_bytes = g.size_bytes;
+      ti.dtype_str = g.type_name;
+      ti.dtype_supported = g.supported;
+      tensors.emplace(g.name, std::move(ti));
+    }
+  }
+
+  const std::string& path_of(int file_index) const {
+    return gguf ? gguf->path() : files[size_t(file_index)]->path();
+  }
+  const uint8_t* bytes_of(int file_index) const {
+    return gguf ? gguf->bytes() : files[size_t(file_index)]->bytes();
+  }
 };
 
 namespace {
@@ -497,7 +486,9 @@ TensorStore TensorStore::open(const std::string& path) {
   TensorStore store;
   Impl& impl = *store.impl_;
   impl.origin = path;
-  if (fs::is_directory(st)) {
+  if (gguf::is_gguf(path)) {
+    impl.load_gguf(path);
+  } else if (fs::is_directory(st)) {
     const fs::path index = fs::path(path) / kIndexName;
     const fs::path single = fs::path(path) / kSingleName;
     if (path_exists(index)) {
@@ -528,20 +519,24 @@ const TensorInfo& TensorStore::info(const std::string& name) const {
 
 Tensor TensorStore::tensor(const std::string& name) const {
   const TensorInfo& ti = info(name);
-  const SafetensorsFile& file = *impl_->files[size_t(ti.file_index)];
+  const std::string& path = impl_->path_of(ti.file_index);
   if (!ti.dtype_supported) {
-    tensor_error(file.path(), name,
+    if (impl_->gguf)
+      fail("GGUF file '{}': tensor '{}' has type {}, which mmx does not run (supported: F32, F16, "
+           "BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K); requantize it, e.g. mmx convert --type q4_k_m",
+           path, name, ti.dtype_str);
+    tensor_error(path, name,
                  "dtype {} is not supported by mmx (supported: "
                  "F32, F16, BF16, F8_E4M3, I32, I64, U8)",
                  ti.dtype_str);
   }
   if (ti.shape.size() > size_t(kMaxDims)) {
-    tensor_error(file.path(), name, "shape {} has {} dims; mmx tensors have at most {}",
+    tensor_error(path, name, "shape {} has {} dims; mmx tensors have at most {}",
                  shape_string(ti.shape), ti.shape.size(), kMaxDims);
   }
   Tensor t;
   // Read-only mapping: writing through this pointer faults.
-  t.data = const_cast<uint8_t*>(file.bytes() + ti.offset);
+  t.data = const_cast<uint8_t*>(impl_->bytes_of(ti.file_index) + ti.offset);
   t.dtype = ti.dtype;
   t.ndim = int(ti.shape.size());
   for (int i = 0; i < t.ndim; ++i) t.shape[size_t(i)] = ti.shape[size_t(i)];
@@ -556,8 +551,10 @@ std::vector<std::string> TensorStore::names() const {
 }
 
 const std::string& TensorStore::file_of(const std::string& name) const {
-  return impl_->files[size_t(info(name).file_index)]->path();
+  return impl_->path_of(info(name).file_index);
 }
+
+const gguf::File* TensorStore::gguf() const { return impl_->gguf.get(); }
 
 uint64_t TensorStore::total_bytes() const {
   uint64_t total = 0;
@@ -568,6 +565,10 @@ uint64_t TensorStore::total_bytes() const {
 const std::map<std::string, std::string>& TensorStore::metadata() const { return impl_->metadata; }
 
 std::span<const uint8_t> TensorStore::mapped_file(int file_index) const {
+  if (impl_->gguf) {
+    MMX_CHECK(file_index == 0, "mapped_file({}) of a GGUF file", file_index);
+    return {impl_->gguf->bytes(), size_t(impl_->gguf->size())};
+  }
   MMX_CHECK(file_index >= 0 && size_t(file_index) < impl_->files.size(),
             "mapped_file({}) of {} files", file_index, impl_->files.size());
   const SafetensorsFile& f = *impl_->files[size_t(file_index)];

@@ -50,12 +50,14 @@ struct TensorInfo {
 };
 
 class SafetensorsFile;  // one mmapped file
+namespace gguf { class File; }
 
 // A checkpoint's tensors across one or more shard files.
 class TensorStore {
  public:
   // path: a directory holding model.safetensors.index.json (+ shards) or model.safetensors,
-  // a path to a single .safetensors file, or a path to a *.index.json file.
+  // a path to a single .safetensors file, a path to a *.index.json file, or a GGUF file
+  // (recognised by its magic; tensors under their GGUF names, shapes outermost first).
   // Throws mmx::Error naming the file (and tensor) on anything malformed.
   static TensorStore open(const std::string& path);
   ~TensorStore();
@@ -76,6 +78,8 @@ class TensorStore {
   const std::map<std::string, std::string>& metadata() const;
   // The whole mapping of shard file_index (0 <= file_index < number of shards); for tools/tests.
   std::span<const uint8_t> mapped_file(int file_index) const;
+  // The GGUF file behind this store (its metadata), or nullptr for safetensors.
+  const gguf::File* gguf() const;
 
  private:
   TensorStore();

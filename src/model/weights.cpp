@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "base/error.h"
+#include "gguf/hf_view.h"
 
 namespace mmx {
 
@@ -20,8 +21,9 @@ class Loader {
   Loader(const TensorStore& store, const ModelConfig& cfg, std::vector<Buffer>& copies)
       : store_(store), cfg_(cfg), copies_(copies) {}
 
-  // The tensor `name`, checked to have `shape` and a floating dtype.
+  // The tensor `name` (an HF name), checked to have `shape`.
   Tensor get(const std::string& name, const std::vector<int64_t>& shape) const {
+    if (store_.gguf()) return get_gguf(name, shape);
     if (!store_.has(name))
       fail("missing tensor \"{}\" (expected shape {}); the checkpoint does not match config.json",
            name, shape_str(shape));
@@ -32,7 +34,7 @@ class Loader {
     Tensor t = store_.tensor(name);
     // Files written by the safetensors library align every tensor to its element size; a
     // hand-made file may not. Kernels load whole elements, so misaligned tensors get a copy.
-    const size_t es = dtype_size(t.dtype);
+    const size_t es = dtype_is_quant(t.dtype) ? 1 : dtype_size(t.dtype);
     if (es > 1 && reinterpret_cast<uintptr_t>(t.data) % es != 0) {
       Buffer b(t.dtype, {t.numel()});
       std::memcpy(b.t().data, t.data, t.size_bytes());
@@ -43,6 +45,26 @@ class Loader {
       return c;
     }
     return t;
+  }
+
+  // The GGUF twin of HF tensor `name` (gguf/hf_view.h); an expert is a slice of its layer's
+  // stacked [n_experts, ...] tensor. GGUF data is aligned, so views never need a copy.
+  Tensor get_gguf(const std::string& name, const std::vector<int64_t>& shape) const {
+    const std::string& file = store_.gguf()->path();
+    gguf::GgufName g;
+    if (!gguf::gguf_name_of(name, &g))
+      fail("GGUF file '{}': the model needs \"{}\", which has no minimax-m2 GGUF name", file, name);
+    std::vector<int64_t> want = shape;
+    if (g.expert >= 0) want.insert(want.begin(), cfg_.n_experts);
+    if (!store_.has(g.name))
+      fail("GGUF file '{}': missing tensor '{}' (expected shape {}); the file does not hold the "
+           "model its metadata describes", file, g.name, shape_str(want));
+    const TensorInfo& info = store_.info(g.name);
+    if (info.shape != want)
+      fail("GGUF file '{}': tensor '{}' has shape {}, but the metadata implies {}", file, g.name,
+           shape_str(info.shape), shape_str(want));
+    Tensor t = store_.tensor(g.name);
+    return g.expert >= 0 ? t.slice0(g.expert) : t;
   }
 
   // A norm gain as F32; Gemma-style (1 + w) offsets are folded in (spec §2).
@@ -114,11 +136,12 @@ class Loader {
 
   void check_float(const std::string& name, const Tensor& t, bool allow_fp8) const {
     const DType d = t.dtype;
+    // allow_fp8: a linear weight, which may also be GGUF block-quantized.
     const bool ok = d == DType::kF32 || d == DType::kF16 || d == DType::kBF16 ||
-                    (allow_fp8 && d == DType::kF8E4M3);
+                    (allow_fp8 && (d == DType::kF8E4M3 || dtype_is_quant(d)));
     if (!ok)
       fail("tensor \"{}\" has dtype {}, expected {}", name, dtype_name(d),
-           allow_fp8 ? "F32, F16, BF16 or F8_E4M3" : "F32, F16 or BF16");
+           allow_fp8 ? "F32, F16, BF16, F8_E4M3 or a GGUF block type" : "F32, F16 or BF16");
   }
 
   const TensorStore& store_;

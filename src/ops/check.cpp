@@ -32,8 +32,10 @@ void ids_in_range(const Tensor& ids, int64_t n, const char* op) {
 }  // namespace
 
 void linear(const Linear& w) {
-  MMX_CHECK(w.w.ndim == 2 && is_float(w.w.dtype), "Linear: w is {} {}", dtype_name(w.w.dtype),
-            w.w.shape_str());
+  MMX_CHECK(w.w.ndim == 2 && (is_float(w.w.dtype) || dtype_is_quant(w.w.dtype)), "Linear: w is {} {}",
+            dtype_name(w.w.dtype), w.w.shape_str());
+  MMX_CHECK(w.n_in() % dtype_block(w.w.dtype) == 0, "Linear: {} rows of {} are not whole blocks",
+            dtype_name(w.w.dtype), w.n_in());
   if (w.w.dtype == DType::kF8E4M3) {
     MMX_CHECK(w.block_out > 0 && w.block_in > 0, "Linear: blocks {}x{}", w.block_out, w.block_in);
     const int64_t so = (w.n_out() + w.block_out - 1) / w.block_out;
@@ -151,7 +153,7 @@ void rows_scatter_add(const Tensor& src, const Tensor& row_ids, const Tensor& sc
 
 void embedding(const Tensor& table, const Tensor& ids, const Tensor& out) {
   MMX_CHECK(table.ndim == 2 && (table.dtype == DType::kF32 || table.dtype == DType::kF16 ||
-                                table.dtype == DType::kBF16),
+                                table.dtype == DType::kBF16 || dtype_is_quant(table.dtype)),
             "embedding: table is {} {}", dtype_name(table.dtype), table.shape_str());
   MMX_CHECK(ids.ndim == 1, "embedding: ids {}", ids.shape_str());
   expect(ids, DType::kI32, {ids.dim(0)}, "embedding", "ids");
@@ -165,6 +167,18 @@ void to_f32(const Tensor& x, const Tensor& out) {
             dtype_name(out.dtype), out.shape_str(), x.shape_str());
   MMX_CHECK(out.data != x.data || x.dtype == DType::kF32 || x.numel() == 0,
             "to_f32: out aliases a narrower x");
+}
+
+void quantize(const Tensor& x, const Tensor& out) {
+  MMX_CHECK(x.dtype == DType::kF32 && x.ndim >= 1, "quantize: x is {} {}", dtype_name(x.dtype),
+            x.shape_str());
+  MMX_CHECK(out.dtype == DType::kF16 || out.dtype == DType::kBF16 || dtype_is_quant(out.dtype),
+            "quantize: out dtype {}", dtype_name(out.dtype));
+  MMX_CHECK(out.same_shape(x), "quantize: out {} for x {}", out.shape_str(), x.shape_str());
+  MMX_CHECK(x.dim(-1) % dtype_block(out.dtype) == 0, "quantize: {} rows of {} are not whole blocks",
+            dtype_name(out.dtype), x.dim(-1));
+  MMX_CHECK(x.numel() == 0 || (x.data != nullptr && out.data != nullptr && out.data != x.data),
+            "quantize: x or out has no data, or out aliases x");
 }
 
 // ---- the paged-attention / MSA family: positions, block-table entries that can be read and

@@ -15,6 +15,10 @@
 
 namespace mmx::ops {
 
+namespace cpu {
+void quantize(const Tensor& x, Tensor& out);  // cpu/quantize.cpp
+}  // namespace cpu
+
 namespace {
 Backend initial_backend() {
   const char* e = std::getenv("MMX_OPS");
@@ -36,8 +40,9 @@ void matmul(const Tensor& x, const Linear& w, Tensor& y) {
     return;
   }
   if (use_ref()) return ref::matmul(x, w, y);
-  if (x.dim(0) < cpu::kGemmMinN) cpu::gemv(x, w, y);
-  else cpu::gemm(x, w, y);
+  if (x.dim(0) >= cpu::kGemmMinN) cpu::gemm(x, w, y);
+  else if (dtype_is_quant(w.w.dtype)) cpu::qgemv(x, w, y);
+  else cpu::gemv(x, w, y);
 }
 
 void linear_dequant_rows(const Linear& w, int64_t row0, Tensor& out) {
@@ -148,6 +153,12 @@ void to_f32(const Tensor& x, Tensor& out) {
   check::to_f32(x, out);
   if (out.data == x.data) return;  // F32 in place: nothing to do
   cpu::to_f32(x, out);
+}
+
+void quantize(const Tensor& x, Tensor& out) {
+  check::quantize(x, out);
+  if (x.numel() == 0) return;
+  cpu::quantize(x, out);  // no ref twin: the decoder is the oracle
 }
 
 }  // namespace mmx::ops

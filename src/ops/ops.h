@@ -18,7 +18,8 @@
 namespace mmx::ops {
 
 // A linear layer's weight, y = x · Wᵀ, as stored in the checkpoint.
-//   w:     [n_out, n_in] in F32, F16, BF16 or F8E4M3.
+//   w:     [n_out, n_in] in F32, F16, BF16, F8E4M3, or a GGUF block type (Q8_0, Q4_0, Q4_K,
+//          Q5_K, Q6_K; base/qblocks.h; n_in a multiple of the block).
 //   scale: F8E4M3 only — [ceil(n_out/block_out), ceil(n_in/block_in)] F32, the checkpoint's
 //          `weight_scale_inv`, which MULTIPLIES: W[o,i] = fp8(w[o,i]) · scale[o/block_out, i/block_in]
 //          (spec §4.2). Empty for other dtypes.
@@ -229,7 +230,8 @@ void rows_gather(const Tensor& src, const Tensor& row_ids, Tensor& dst);
 void rows_scatter_add(const Tensor& src, const Tensor& row_ids, const Tensor& scale, Tensor& dst);
 
 // ---- embedding ----
-// out[t,:] = table[ids[t], :] converted to F32. table: [vocab, d] F32/F16/BF16; ids: [n] I32
+// out[t,:] = table[ids[t], :] converted to F32. table: [vocab, d] F32/F16/BF16 or a GGUF block
+// type (rows decoded as by linear_dequant_rows); ids: [n] I32
 // (caller validates range); out: [n, d] F32.
 void embedding(const Tensor& table, const Tensor& ids, Tensor& out);
 
@@ -237,6 +239,14 @@ void embedding(const Tensor& table, const Tensor& ids, Tensor& out);
 // out = float(x) elementwise. x: any float dtype (F8E4M3 without scales; NaN codes stay NaN);
 // out: same numel, F32. out may alias x only when x is F32 (then nothing happens).
 void to_f32(const Tensor& x, Tensor& out);
+
+// out = x encoded in out.dtype, row by row. x: [rows, n] F32 (any ndim >= 1); out: same shape,
+// dtype F16 or BF16 (round to nearest even, as f32_to_f16 / f32_to_bf16) or a GGUF block type
+// (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K; n a multiple of dtype_block). The algorithms are in
+// cpu/quantize.cpp; Q8_0 and Q4_0 are bit-identical to llama.cpp's reference quantizer. out may
+// not alias x. x is not scanned: non-finite values give unspecified (but memory-safe) output.
+// No ref twin: the decoder (ref::linear_at) is the oracle. Bitwise independent of n_threads().
+void quantize(const Tensor& x, Tensor& out);
 
 }  // namespace mmx::ops
 

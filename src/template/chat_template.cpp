@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "base/json_nesting.h"
+#include "gguf/hf_view.h"
 
 namespace mmx {
 
@@ -21,6 +22,12 @@ static std::string read_file(const fs::path& p) {
 }
 
 ChatTemplate ChatTemplate::from_dir(const std::string& dir) {
+  if (gguf::is_gguf(dir)) {  // tokenizer.chat_template and the special tokens of a GGUF file
+    const json config = gguf::hf_tokenizer_config(*gguf::File::open(dir));
+    if (!config.contains("chat_template"))
+      fail("GGUF file '{}' has no chat template (tokenizer.chat_template)", dir);
+    return ChatTemplate({{"default", config["chat_template"].get<std::string>()}}, config);
+  }
   fs::path d(dir);
   json config = nullptr;
   if (fs::exists(d / "tokenizer_config.json")) {

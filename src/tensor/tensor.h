@@ -41,7 +41,11 @@ struct Tensor {
     for (int i = 0; i < ndim; ++i) n *= shape[i];
     return n;
   }
-  size_t size_bytes() const { return size_t(numel()) * dtype_size(dtype); }
+  // Block-quantized dtypes: whole rows of dim(-1) elements (dtype_row_bytes).
+  size_t size_bytes() const {
+    if (ndim == 0) return dtype_block_bytes(dtype);
+    return size_t(rows()) * dtype_row_bytes(dtype, shape[ndim - 1]);
+  }
   // Number of rows when viewed as a matrix [rows, dim(-1)].
   int64_t rows() const {
     if (ndim == 0) return 1;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs one libFuzzer target for a while over its seeds and a corpus that grows between runs.
 #   run_fuzz.sh NAME BINARY SECONDS WORKDIR
-# NAME is safetensors | http | template. Exit 0: no finding; 1: a finding (the input that shows
+# NAME is safetensors | gguf | http | template. Exit 0: no finding; 1: a finding (the input that shows
 # it is left in WORKDIR, named crash-*, oom-*, timeout-* or slow-*, and the log says how to
 # replay it); 77: skipped (the binary was not built because clang is missing; a failure under CI=true).
 set -uo pipefail
@@ -26,6 +26,9 @@ case $name in
   safetensors)
     MMX_FUZZ_SEED_DIR=$seeds "$bin" -runs=0 "$seeds" >/dev/null 2>&1
     args=(-dict="$here/safetensors.dict" -max_len=4096) ;;
+  gguf)
+    MMX_FUZZ_SEED_DIR=$seeds "$bin" -runs=0 "$seeds" >/dev/null 2>&1
+    args=(-dict="$here/gguf.dict" -max_len=8192) ;;
   *) echo "fuzz: unknown target $name"; exit 2 ;;
 esac
 echo "fuzz: $name for $secs s (corpus $corpus)"

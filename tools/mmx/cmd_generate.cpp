@@ -39,8 +39,7 @@ void run_generate(const Opts& o) {
   ops::set_n_threads(o.threads);
   std::optional<tok::Tokenizer> tokenizer;
   std::vector<int32_t> prompt;
-  const bool has_tokenizer = std::filesystem::exists(std::filesystem::path(o.model) / "tokenizer.json");
-  if (has_tokenizer) tokenizer = tok::Tokenizer::from_path(o.model);
+  if (has_tokenizer(o.model)) tokenizer = tok::Tokenizer::from_path(o.model);
   if (!o.ids.empty()) {
     prompt = parse_ids(o.ids);
   } else {

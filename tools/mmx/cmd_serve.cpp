@@ -57,7 +57,7 @@ chat::OutputFormat pick_format(Family family, const std::string& name) {
 void run_serve(Opts o) {
   server::configure_memory_return();
   ops::set_n_threads(o.threads);
-  if (!std::filesystem::exists(std::filesystem::path(o.model) / "tokenizer.json"))
+  if (!has_tokenizer(o.model))
     fail("{} has no tokenizer.json: the server needs the checkpoint's tokenizer", o.model);
   tok::Tokenizer tokenizer = tok::Tokenizer::from_path(o.model);
   std::optional<ChatTemplate> tmpl;

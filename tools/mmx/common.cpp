@@ -6,9 +6,11 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <unistd.h>
 
 #include "base/error.h"
+#include "gguf/gguf.h"
 
 namespace mmx::cli {
 
@@ -46,6 +48,11 @@ void progress_bar(int done, int total) {
                kWidth - fill, "", done, total);
   if (done == total) std::fputc('\n', stderr);
   std::fflush(stderr);
+}
+
+bool has_tokenizer(const std::string& model) {
+  std::error_code ec;
+  return gguf::is_gguf(model) || std::filesystem::exists(std::filesystem::path(model) / "tokenizer.json", ec);
 }
 
 std::unique_ptr<Model> load_for_cli(const std::string& dir, const LoadOptions& o) {

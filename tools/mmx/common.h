@@ -19,6 +19,9 @@ double row_nll(const float* row, int64_t V, int32_t target);
 // A progress bar on stderr for layer loading: [#####     ] 31/62 layers.
 void progress_bar(int done, int total);
 
+// True when `model` carries a tokenizer: a directory with tokenizer.json, or a GGUF file.
+bool has_tokenizer(const std::string& model);
+
 // Loads a model for a command: progress bar, then "note: ..." lines for the config's warnings.
 std::unique_ptr<Model> load_for_cli(const std::string& dir, const LoadOptions& o);
 
@@ -50,5 +53,6 @@ void add_ppl(CLI::App& app, Action& action);            // cmd_ppl.cpp
 void add_grad(CLI::App& app, Action& action);
 void add_probe(CLI::App& app, Action& action);           // cmd_probe.cpp: long-range retrieval probe           // cmd_grad.cpp: one batch's loss and gradients
 void add_train_tokenizer(CLI::App& app, Action& action);  // cmd_train_tokenizer.cpp: BPE training
+void add_convert(CLI::App& app, Action& action);          // cmd_convert.cpp: HF -> GGUF
 
 }  // namespace mmx::cli

@@ -22,6 +22,8 @@ int main(int argc, char** argv) {
   mmx::cli::add_ppl(app, action);
   mmx::cli::add_grad(app, action);
   mmx::cli::add_probe(app, action);
+  mmx::cli::add_convert(app, action);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

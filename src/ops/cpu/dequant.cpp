@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "base/qblocks.h"
 #include "ops/cpu/cpu.h"
 #include "ops/cpu/simd.h"
 
@@ -55,10 +56,102 @@ void convert_span(DType t, const void* src, int64_t i0, int64_t n, float* out) {
   }
 }
 
+// One GGUF block -> out[0, dtype_block(t)) (layouts and formulas: base/qblocks.h).
+void dequant_block(DType t, const uint8_t* blk, float* out) {
+  switch (t) {
+    case DType::kQ8_0: {
+      const auto* b = reinterpret_cast<const BlockQ8_0*>(blk);
+      const float d = f16_to_f32_scalar(b->d);
+      for (int j = 0; j < 32; ++j) out[j] = d * float(b->qs[j]);
+      return;
+    }
+    case DType::kQ4_0: {
+      const auto* b = reinterpret_cast<const BlockQ4_0*>(blk);
+      const float d = f16_to_f32_scalar(b->d);
+      for (int j = 0; j < 16; ++j) {
+        out[j] = d * float((b->qs[j] & 15) - 8);
+        out[j + 16] = d * float((b->qs[j] >> 4) - 8);
+      }
+      return;
+    }
+    case DType::kQ4_K:
+    case DType::kQ5_K: {
+      const bool five = t == DType::kQ5_K;
+      const auto* b4 = reinterpret_cast<const BlockQ4K*>(blk);
+      const auto* b5 = reinterpret_cast<const BlockQ5K*>(blk);
+      const float d = f16_to_f32_scalar(five ? b5->d : b4->d);
+      const float dmin = f16_to_f32_scalar(five ? b5->dmin : b4->dmin);
+      const uint8_t* scales = five ? b5->scales : b4->scales;
+      const uint8_t* qs = five ? b5->qs : b4->qs;
+      for (int c = 0; c < 4; ++c) {
+        uint8_t sc0, m0, sc1, m1;
+        scale_min_k4(scales, 2 * c, &sc0, &m0);
+        scale_min_k4(scales, 2 * c + 1, &sc1, &m1);
+        const float d0 = d * sc0, n0 = dmin * m0, d1 = d * sc1, n1 = dmin * m1;
+        for (int l = 0; l < 32; ++l) {
+          int lo = qs[32 * c + l] & 15, hi = qs[32 * c + l] >> 4;
+          if (five) {
+            lo += ((b5->qh[l] >> (2 * c)) & 1) << 4;
+            hi += ((b5->qh[l] >> (2 * c + 1)) & 1) << 4;
+          }
+          out[64 * c + l] = d0 * float(lo) - n0;
+          out[64 * c + 32 + l] = d1 * float(hi) - n1;
+        }
+      }
+      return;
+    }
+    case DType::kQ6_K: {
+      const auto* b = reinterpret_cast<const BlockQ6K*>(blk);
+      const float d = f16_to_f32_scalar(b->d);
+      for (int h = 0; h < 2; ++h) {
+        const uint8_t* ql = b->ql + 64 * h;
+        const uint8_t* qh = b->qh + 32 * h;
+        float* y = out + 128 * h;
+        const int8_t* sc = b->scales + 8 * h;
+        for (int l = 0; l < 32; ++l) {
+          const int q0 = ((ql[l] & 15) | (((qh[l] >> 0) & 3) << 4)) - 32;
+          const int q1 = ((ql[l + 32] & 15) | (((qh[l] >> 2) & 3) << 4)) - 32;
+          const int q2 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+          const int q3 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+          const int s = l / 16;
+          y[l] = d * float(sc[s]) * float(q0);
+          y[l + 32] = d * float(sc[s + 2]) * float(q1);
+          y[l + 64] = d * float(sc[s + 4]) * float(q2);
+          y[l + 96] = d * float(sc[s + 6]) * float(q3);
+        }
+      }
+      return;
+    }
+    default: MMX_CHECK(false, "dequant_block: {} is not block-quantized", dtype_name(t));
+  }
+}
+
+// Elements [k0, k1) of a block-quantized row -> out[0, k1 - k0).
+void quant_span(DType t, const uint8_t* row, int64_t k0, int64_t k1, float* out) {
+  const int64_t B = dtype_block(t);
+  const size_t bb = dtype_block_bytes(t);
+  alignas(32) float tmp[kQkBlock];
+  for (int64_t k = k0; k < k1;) {
+    const int64_t blk = k / B, end = std::min(k1, (blk + 1) * B);
+    if (k == blk * B && end == (blk + 1) * B) {
+      dequant_block(t, row + size_t(blk) * bb, out + (k - k0));  // whole block: no copy
+    } else {
+      dequant_block(t, row + size_t(blk) * bb, tmp);
+      std::memcpy(out + (k - k0), tmp + (k - blk * B), size_t(end - k) * sizeof(float));
+    }
+    k = end;
+  }
+}
+
 }  // namespace
 
 void dequant_row_segment(const Linear& w, int64_t o, int64_t k0, int64_t k1, float* out) {
   const int64_t n_in = w.n_in();
+  if (dtype_is_quant(w.w.dtype)) {
+    const auto* row = static_cast<const uint8_t*>(w.w.data) + size_t(o) * dtype_row_bytes(w.w.dtype, n_in);
+    quant_span(w.w.dtype, row, k0, k1, out);
+    return;
+  }
   if (w.w.dtype != DType::kF8E4M3) {
     convert_span(w.w.dtype, w.w.data, o * n_in + k0, k1 - k0, out);
     return;
@@ -105,6 +198,12 @@ void embedding(const Tensor& table, const Tensor& ids, Tensor& out) {
   const int64_t n = ids.numel(), d = table.dim(1);
   const int32_t* id = ids.ptr<int32_t>();
   float* o = out.f32();
+  if (dtype_is_quant(table.dtype)) {
+    const size_t rb = dtype_row_bytes(table.dtype, d);
+    for (int64_t t = 0; t < n; ++t)
+      quant_span(table.dtype, static_cast<const uint8_t*>(table.data) + size_t(id[t]) * rb, 0, d, o + t * d);
+    return;
+  }
   for (int64_t t = 0; t < n; ++t) convert_span(table.dtype, table.data, int64_t(id[t]) * d, d, o + t * d);
 }
 

@@ -6,12 +6,63 @@
 // shapes modest.
 #include <vector>
 
+#include "base/qblocks.h"
 #include "ops/check.h"
 #include "ops/ops.h"
 
 namespace mmx::ops::ref {
 
+namespace {
+
+// Element j (< block) of one GGUF block, decoded from its bits by the formulas of base/qblocks.h.
+double quant_at(DType t, const uint8_t* blk, int64_t j) {
+  switch (t) {
+    case DType::kQ8_0: {
+      const auto* b = reinterpret_cast<const BlockQ8_0*>(blk);
+      return double(f16_to_f32(b->d)) * b->qs[j];
+    }
+    case DType::kQ4_0: {
+      const auto* b = reinterpret_cast<const BlockQ4_0*>(blk);
+      const int q = j < 16 ? (b->qs[j] & 15) : (b->qs[j - 16] >> 4);
+      return double(f16_to_f32(b->d)) * (q - 8);
+    }
+    case DType::kQ4_K:
+    case DType::kQ5_K: {
+      const bool five = t == DType::kQ5_K;
+      const auto* b4 = reinterpret_cast<const BlockQ4K*>(blk);
+      const auto* b5 = reinterpret_cast<const BlockQ5K*>(blk);
+      const uint16_t d = five ? b5->d : b4->d, dmin = five ? b5->dmin : b4->dmin;
+      const uint8_t* scales = five ? b5->scales : b4->scales;
+      const uint8_t* qs = five ? b5->qs : b4->qs;
+      const int64_t c = j / 64, l = j % 32, s = j / 32;  // chunk of 64, lane, sub-block
+      const bool high = (j % 64) >= 32;
+      int q = high ? (qs[32 * c + l] >> 4) : (qs[32 * c + l] & 15);
+      if (five && ((b5->qh[l] >> s) & 1)) q += 16;
+      uint8_t sc, m;
+      scale_min_k4(scales, int(s), &sc, &m);
+      return double(f16_to_f32(d)) * sc * q - double(f16_to_f32(dmin)) * m;
+    }
+    case DType::kQ6_K: {
+      const auto* b = reinterpret_cast<const BlockQ6K*>(blk);
+      const int64_t h = j / 128, r = j % 128, quarter = r / 32, l = r % 32;
+      const uint8_t lo = b->ql[64 * h + (quarter & 1) * 32 + l];
+      const int low4 = quarter < 2 ? (lo & 15) : (lo >> 4);
+      const int high2 = (b->qh[32 * h + l] >> (2 * quarter)) & 3;
+      return double(f16_to_f32(b->d)) * b->scales[j / 16] * ((low4 | (high2 << 4)) - 32);
+    }
+    default: MMX_CHECK(false, "quant_at: {} is not block-quantized", dtype_name(t));
+  }
+  return 0.0;
+}
+
+}  // namespace
+
 double linear_at(const Linear& w, int64_t o, int64_t i) {
+  if (dtype_is_quant(w.w.dtype)) {
+    const int64_t b = dtype_block(w.w.dtype);
+    const auto* row = static_cast<const uint8_t*>(w.w.data) + size_t(o) * dtype_row_bytes(w.w.dtype, w.n_in());
+    return quant_at(w.w.dtype, row + size_t(i / b) * dtype_block_bytes(w.w.dtype), i % b);
+  }
   const int64_t idx = o * w.n_in() + i;
   switch (w.w.dtype) {
     case DType::kF32: return w.w.ptr<float>()[idx];

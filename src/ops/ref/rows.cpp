@@ -30,6 +30,14 @@ void rows_scatter_add(const Tensor& src, const Tensor& row_ids, const Tensor& sc
 void embedding(const Tensor& table, const Tensor& ids, Tensor& out) {
   check::embedding(table, ids, out);
   const int64_t d = table.dim(1);
+  if (dtype_is_quant(table.dtype)) {  // GGUF tables: decoded like a linear weight's rows
+    Linear rows;
+    rows.w = table;
+    for (int64_t t = 0; t < ids.numel(); ++t)
+      for (int64_t c = 0; c < d; ++c)
+        out.f32()[t * d + c] = float(linear_at(rows, ids.ptr<int32_t>()[t], c));
+    return;
+  }
   for (int64_t t = 0; t < ids.numel(); ++t) {
     const int64_t base = int64_t(ids.ptr<int32_t>()[t]) * d;
     for (int64_t c = 0; c < d; ++c) {

@@ -1,0 +1,56 @@
+// A GGUF file seen as a Hugging Face checkpoint: the config.json, tokenizer.json and
+// tokenizer_config.json it stands for, and the HF <-> GGUF tensor-name map — so one loading
+// path (config parser, weight loader, tokenizer, chat template) serves both formats.
+//
+// Architecture: `minimax-m2` as llama.cpp writes it (spec §4.3; metadata keys `minimax-m2.*`,
+// tokenizer `gpt2` with pre-tokenizer `minimax-m2`, whose split regex is spec §6.1's). Every
+// other architecture is refused by name. Keys with a real effect that we do not model (rope
+// scaling, sliding window) are refused, never ignored.
+//
+// The converter (tools/mmx/cmd_convert.cpp) writes the same keys from an HF checkpoint with
+// the inverse functions here, so a file we write reads back to the config we started from.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "gguf/gguf.h"
+
+namespace mmx::gguf {
+
+inline constexpr char kArchM2[] = "minimax-m2";
+// The pre-tokenizer split regex of the MiniMax M2 tokenizer.json (spec §6.1).
+extern const char* const kMiniMaxM2SplitRegex;
+
+// HF tensor name -> its GGUF tensor; expert >= 0 when the HF tensor is expert `expert` of a
+// stacked [n_expert, ...] GGUF tensor. Returns false for a name with no GGUF twin.
+struct GgufName {
+  std::string name;
+  int expert = -1;
+};
+bool gguf_name_of(const std::string& hf_name, GgufName* out);
+
+// The GGUF tensors of a minimax-m2 model in file order (llama.cpp's), each with its HF source
+// tensors: one, or the n_experts experts stacked on a new outer dim. `tied`: no output.weight.
+struct TensorPlan {
+  std::string gguf;
+  std::vector<std::string> hf;
+  int layer = -1;  // blk index, -1 for token_embd / output_norm / output
+};
+std::vector<TensorPlan> m2_tensor_plan(int n_layers, int n_experts, bool tied);
+
+nlohmann::json hf_config(const File& f);            // config.json of the model the file holds
+nlohmann::json hf_tokenizer(const File& f);         // tokenizer.json (byte-level BPE)
+nlohmann::json hf_tokenizer_config(const File& f);  // bos/eos/pad tokens, chat_template
+
+// The inverse, for writers: the metadata of an HF checkpoint's config.json, tokenizer.json and
+// tokenizer_config.json, set on `w` (file_type is the llama.cpp ftype code of the mix).
+class Writer;
+void set_model_metadata(Writer& w, const nlohmann::json& config, const std::string& name,
+                        uint32_t file_type);
+void set_tokenizer_metadata(Writer& w, const nlohmann::json& tokenizer,
+                            const nlohmann::json& tokenizer_config, int64_t vocab_rows);
+
+}  // namespace mmx::gguf

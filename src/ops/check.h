@@ -27,6 +27,7 @@ void rows_scatter_add(const Tensor& src, const Tensor& row_ids, const Tensor& sc
                       const Tensor& dst);
 void embedding(const Tensor& table, const Tensor& ids, const Tensor& out);
 void to_f32(const Tensor& x, const Tensor& out);
+void quantize(const Tensor& x, const Tensor& out);
 
 // The paged layout (k_pages/v_pages or ik_pages, block_table, positions, n_keys); `pages` is
 // [n_pages, B, ...]. Range-checks positions and the block table entries that can be read.

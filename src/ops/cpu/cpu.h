@@ -37,6 +37,29 @@ inline constexpr int64_t kGemmMinN = 32;
 void gemv(const Tensor& x, const Linear& w, Tensor& y);  // x: [n, n_in]; y: [n, n_out]
 void gemm(const Tensor& x, const Linear& w, Tensor& y);  // x: [n, n_in]; y: [n, n_out]
 
+// ---- qgemv.cpp: GGUF block-quantized weights (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K), n < kGemmMinN ----
+// x is quantized once per call and token to QActs, then dotted in int8 with the weight blocks.
+// QActs, one token's row of n_in (a multiple of 32) activations in blocks of 32; nb = n_in / 32,
+// every array zero-padded to a multiple of 8 blocks (np = qacts_padded_blocks(n_in)):
+//   d[b]      f32   max_{i in b} |x[i]| / 127                       [np]
+//   q[i]      int8  clamp(rne(x[i] / d[b]), -127, 127), 0 if d[b] == 0   [32 np]
+//   sum16[h]  int16 sum of q over the h-th run of 16 (block b = runs 2b, 2b + 1)   [2 np]
+//   ds[b]     f32   d[b] * (sum16[2b] + sum16[2b + 1])  (Q4_0's -8 offset, the K-type mins)   [np]
+//   ds16[h]   f32   d[h / 2] * sum16[h]                 (Q6_K's -32 offset)   [2 np]
+// So x[i] = d[b] * q[i] + e with |e| <= d[b] / 2 (plus the rounding of x[i] / d[b]).
+struct QActs {
+  int8_t* q;
+  float* d;
+  int16_t* sum16;
+  float* ds;
+  float* ds16;
+};
+int64_t qacts_padded_blocks(int64_t n_in);
+size_t qacts_floats(int64_t n_in);           // floats one token's QActs occupies
+QActs qacts_view(float* mem, int64_t n_in);  // mem: 32-byte aligned, qacts_floats(n_in) floats
+void quantize_acts(const float* x, int64_t n_in, const QActs& out);
+void qgemv(const Tensor& x, const Linear& w, Tensor& y);  // x: [n < kGemmMinN, n_in] F32; y: [n, n_out]
+
 // ---- elementwise.cpp ----
 void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& y);
 void add(Tensor& x, const Tensor& y);

@@ -83,18 +83,6 @@ ops::Linear source(const TensorStore& st, const ModelConfig& cfg, const std::str
   return l;
 }
 
-// f32 rows -> the target type. F16/BF16 round to nearest even.
-void encode(const Tensor& x, Tensor& q) {
-  const int64_t n = x.numel();
-  if (q.dtype == DType::kF16 || q.dtype == DType::kBF16) {
-    auto* o = q.ptr<uint16_t>();
-    for (int64_t i = 0; i < n; ++i) o[i] = q.dtype == DType::kF16 ? f32_to_f16(x.f32()[i]) : f32_to_bf16(x.f32()[i]);
-    return;
-  }
-  fail("--type with {} tensors: the block quantizers are not in this build yet (f16 and bf16 work)",
-       dtype_name(q.dtype));
-}
-
 }  // namespace
 
 GgufTarget parse_gguf_target(const std::string& s) {
@@ -194,7 +182,7 @@ ConvertStats convert_to_gguf(const std::string& hf_dir, const std::string& out_p
         } else {
           qbuf.resize(bytes);
           Tensor q(qbuf.data(), it.type, {n, n_in});
-          encode(x, q);
+          ops::quantize(x, q);  // f16/bf16 RNE, or the block quantizers (ops/cpu/quantize.cpp)
           w.write(qbuf.data(), bytes);
         }
         done += bytes;

@@ -111,6 +111,67 @@ TEST(GgufModel, F16LogitsWithinItsRounding) {
   EXPECT_LT(max_diff, 1e-3 * max_abs);
 }
 
+// Mean KL(softmax(a) || softmax(b)) over the rows of two [n, V] logit buffers, in double.
+double mean_kl(const Buffer& a, const Buffer& b) {
+  const int64_t n = a.t().dim(0), V = a.t().dim(1);
+  double total = 0;
+  for (int64_t r = 0; r < n; ++r) {
+    const float* p = a.f32() + r * V;
+    const float* q = b.f32() + r * V;
+    double mp = p[0], mq = q[0], sp = 0, sq = 0;
+    for (int64_t v = 0; v < V; ++v) mp = std::max(mp, double(p[v])), mq = std::max(mq, double(q[v]));
+    for (int64_t v = 0; v < V; ++v) sp += std::exp(double(p[v]) - mp), sq += std::exp(double(q[v]) - mq);
+    const double lp = mp + std::log(sp), lq = mq + std::log(sq);
+    for (int64_t v = 0; v < V; ++v) {
+      const double x = double(p[v]) - lp;
+      total += std::exp(x) * (x - (double(q[v]) - lq));
+    }
+  }
+  return total / double(n);
+}
+
+// The quantized files against the BF16 checkpoint they came from, on the prompt through the decode
+// kernel (n < 32 rows: cpu/qgemv.cpp, int8 activations). The bounds are ~3x the mean KL measured
+// when this test was written, on this prompt (Q8_0 3.0e-4, Q6_K 2.9e-3, Q5_K 2.9e-3, Q4_K 8.8e-3,
+// Q4_K_M 7.4e-3, Q4_0 5.8e-2), so they catch a broken block layout or scale (KL of order 1 and more) while leaving
+// room for rounding-level changes of the kernels. On the tiny model (hidden 128) every tensor
+// whose rows are not whole 256-blocks falls back to Q8_0, as llama.cpp's quantizer does; the
+// K types are exercised in full by tests/ops and by the slice in docs/numerics.md.
+TEST(GgufModel, QuantizedLogitsWithinTheirFormatsError) {
+  auto a = load_model(kTiny);
+  const Buffer la = prefill_logits(*a, prompt(), 0);
+  const std::pair<GgufTarget, double> bounds[] = {{GgufTarget::kQ8_0, 1e-3}, {GgufTarget::kQ6_K, 9e-3},
+                                                  {GgufTarget::kQ5_K, 9e-3}, {GgufTarget::kQ4_K, 2.7e-2},
+                                                  {GgufTarget::kQ4_K_M, 2.2e-2}, {GgufTarget::kQ4_0, 0.17}};
+  double q8 = 0;
+  for (const auto& [t, bound] : bounds) {
+    auto b = load_model(converted(t));
+    const double kl = mean_kl(la, prefill_logits(*b, prompt(), 0));
+    std::printf("%-6s mean KL vs bf16 over %zu positions: %.3g (bound %.3g)\n", gguf_target_name(t),
+                prompt().size(), kl, bound);
+    EXPECT_LT(kl, bound) << gguf_target_name(t);
+    EXPECT_GT(kl, 0.0) << gguf_target_name(t) << ": quantized logits identical to bf16 (no quantization?)";
+    if (t == GgufTarget::kQ8_0) q8 = kl;
+    else EXPECT_GT(kl, q8) << gguf_target_name(t) << " should lose more than Q8_0";
+  }
+}
+
+// Prefill of a long prompt (>= 32 rows: the GEMM path, weights dequantized exactly, f32
+// activations) vs decoding it token by token (the int8 GEMV): the two differ only by the
+// activation quantization (|dx| <= d_x / 2 per block of 32, the step of Q8_0 weights), so their KL
+// is of the order of Q8_0's own (measured 1.4e-4 for Q8_0, 1.8e-4 for Q4_K_M; bound 5e-4).
+TEST(GgufModel, QuantizedDecodeMatchesPrefill) {
+  std::vector<int32_t> ids;
+  while (ids.size() < 80) ids.insert(ids.end(), prompt().begin(), prompt().end());
+  ids.resize(80);
+  for (GgufTarget t : {GgufTarget::kQ8_0, GgufTarget::kQ4_K_M}) {
+    auto b = load_model(converted(t));
+    const double kl = mean_kl(prefill_logits(*b, ids, 0), prefill_logits(*b, ids, 1));
+    std::printf("%-6s prefill vs decode, mean KL over %zu positions: %.3g\n", gguf_target_name(t), ids.size(), kl);
+    EXPECT_LT(kl, 5e-4) << gguf_target_name(t);
+  }
+}
+
 TEST(GgufModel, RefusalsNameWhatTheyRefuse) {
   // A GGUF file is not a convert source; a missing directory names itself.
   EXPECT_THROW(convert_to_gguf(converted(GgufTarget::kBF16), out_path("x.gguf"), GgufTarget::kF16), Error);

@@ -40,6 +40,23 @@ double row_nll(const float* row, int64_t V, int32_t target) {
   return mx + std::log(sum) - double(row[target]);
 }
 
+double row_kl(const float* p, const float* q, int64_t V) {
+  // log-sum-exp of each row, then sum_v P(v) (log P(v) - log Q(v)).
+  auto lse = [V](const float* r) {
+    double mx = r[0], sum = 0;
+    for (int64_t v = 1; v < V; ++v) mx = std::max(mx, double(r[v]));
+    for (int64_t v = 0; v < V; ++v) sum += std::exp(double(r[v]) - mx);
+    return mx + std::log(sum);
+  };
+  const double lp = lse(p), lq = lse(q);
+  double kl = 0;
+  for (int64_t v = 0; v < V; ++v) {
+    const double a = double(p[v]) - lp;
+    kl += std::exp(a) * (a - (double(q[v]) - lq));
+  }
+  return std::max(0.0, kl);
+}
+
 void progress_bar(int done, int total) {
   if (!isatty(fileno(stderr))) return;  // no bar in logs and pipes
   constexpr int kWidth = 30;

@@ -16,6 +16,8 @@ namespace mmx::cli {
 std::vector<int32_t> parse_ids(const std::string& s);
 // -log softmax(row)[target] over a row of V logits, in double (ppl, probe).
 double row_nll(const float* row, int64_t V, int32_t target);
+// KL(softmax(p) || softmax(q)) over rows of V logits, in double, nats (ppl --kl-base).
+double row_kl(const float* p, const float* q, int64_t V);
 // A progress bar on stderr for layer loading: [#####     ] 31/62 layers.
 void progress_bar(int done, int total);
 
@@ -45,6 +47,7 @@ void add_make_tiny(CLI::App& app, Action& action);
 void add_inspect(CLI::App& app, Action& action);
 void add_bench(CLI::App& app, Action& action);
 void add_bench_train(CLI::App* bench, Action& action);  // bench_train.cpp: `mmx bench train`
+void add_bench_model(CLI::App* bench, Action& action);  // bench_model.cpp: `mmx bench model`
 void add_tokenize(CLI::App& app, Action& action);       // cmd_tokenize.cpp: tokenize + detokenize
 void add_chat_template(CLI::App& app, Action& action);  // cmd_chat_template.cpp
 void add_serve(CLI::App& app, Action& action);          // cmd_serve.cpp: the HTTP server

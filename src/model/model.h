@@ -14,6 +14,7 @@
 #include "model/config.h"
 #include "model/forward_batch.h"
 #include "model/msa_stats.h"
+#include "model/phase_times.h"
 
 namespace mmx {
 
@@ -41,6 +42,10 @@ class Model {
   // M3: collect MSA selection quality and timings into `stats` (null = stop); it must outlive
   // the forwards. Other families have no MSA layers and ignore it.
   virtual void set_msa_stats(MsaStats* stats) { (void)stats; }
+
+  // Add each forward's time per phase (attention, router, experts, lm_head) into `t` (null =
+  // stop); it must outlive the forwards (mmx bench model).
+  virtual void set_phase_times(PhaseTimes* t) { (void)t; }
 
   // Per-sequence memory for up to `capacity` tokens: K/V for softmax layers, a state for each
   // lightning layer, with state checkpoints every `checkpoint_every` tokens (newest

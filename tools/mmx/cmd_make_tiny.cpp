@@ -32,7 +32,8 @@ void add_make_tiny(CLI::App& app, Action& action) {
   auto m2_slice = std::make_shared<bool>(false);
   c->add_flag("--m2-slice", *m2_slice,
               "Real MiniMax-M2 widths (hidden 3072, 48/8 heads, 256 experts x 1536, top-8, vocab 200064), "
-              "fp8 128x128 with synthetic values, 2 layers unless --layers is given (~3.6 GB a layer)");
+              "fp8 128x128 with synthetic values; --layers (default 2), --experts (default 256) and "
+              "--dtype (default fp8) may be given (~3.6 GB a layer at 256 fp8 experts)");
   c->callback([o, m2_slice, c, &action] {
     if (tiny_is_text01(o->arch) || o->arch == "minimax_m3") {
       apply_family_defaults(c, o.get());
@@ -46,8 +47,9 @@ void add_make_tiny(CLI::App& app, Action& action) {
       const int layers = c->count("--layers") ? o->n_layers : 2;
       TinyOptions& t = *o;
       t.d_model = 3072, t.n_heads = 48, t.n_kv_heads = 8, t.head_dim = 128, t.rotary_dim = 64;
-      t.ffn_dim = 1536, t.n_experts = 256, t.n_experts_active = 8, t.vocab_size = 200064;
-      t.max_position = 196608, t.n_layers = layers, t.dtype = "fp8", t.fp8_block = 128;
+      t.ffn_dim = 1536, t.n_experts = c->count("--experts") ? o->n_experts : 256, t.n_experts_active = 8;
+      t.vocab_size = 200064, t.max_position = 196608, t.n_layers = layers, t.fp8_block = 128;
+      if (!c->count("--dtype")) t.dtype = "fp8";
       t.synthetic = true;
     }
     action = [o] {

@@ -28,6 +28,7 @@ class MiniMaxM2 final : public RowwiseModel {
   }
 
   const ModelConfig& config() const override { return cfg_; }
+  void set_phase_times(PhaseTimes* t) override { phases_ = moe_.phases = t; }
 
  private:
   // The one forward path: a single sequence is the one-chunk case. Row-wise ops over all rows;
@@ -44,7 +45,10 @@ class MiniMaxM2 final : public RowwiseModel {
       const LayerWeights& lw = w_.layers[il];
       ops::rms_norm(x, lw.attn_norm, cfg_.norm_eps, h);
       trace(h, "attn_norm", il);
-      layers::attention_softmax(h, lw.attn, attn_, rows, il, s_, br);
+      {
+        PhaseScope t(phases_, Phase::kAttention);
+        layers::attention_softmax(h, lw.attn, attn_, rows, il, s_, br);
+      }
       trace(br, "attn_out", il);
       ops::add(x, br);
       ops::rms_norm(x, lw.ffn_norm, cfg_.norm_eps, h);
@@ -56,6 +60,7 @@ class MiniMaxM2 final : public RowwiseModel {
     }
     if (logits == nullptr) return;
 
+    PhaseScope t(phases_, Phase::kLmHead);
     layers::lm_head(x, rows.seqs, all_logits, w_.final_norm, cfg_.norm_eps, w_.lm_head, s_, *logits);
   }
 
@@ -64,6 +69,7 @@ class MiniMaxM2 final : public RowwiseModel {
   layers::AttentionParams attn_;
   layers::MoeParams moe_;
   Scratch s_;
+  PhaseTimes* phases_ = nullptr;
 };
 
 }  // namespace

@@ -30,6 +30,7 @@ class MiniMaxM3 final : public RowwiseModel {
   void set_msa_stats(MsaStats* stats) override { attn_.stats = stats; }
 
   const ModelConfig& config() const override { return cfg_; }
+  void set_phase_times(PhaseTimes* t) override { phases_ = moe_.phases = t; }
 
  private:
   // The one forward path: a single sequence is the one-chunk case. Row-wise ops over all rows;
@@ -46,19 +47,26 @@ class MiniMaxM3 final : public RowwiseModel {
       const LayerWeights& lw = w_.layers[il];
       ops::rms_norm(x, lw.attn_norm, cfg_.norm_eps, h);
       trace(h, "attn_norm", il);
-      layers::attention_msa(h, lw.attn, attn_, cfg_.layer_kinds[il] == LayerKind::kSparse, rows, il, s_, br);
+      {
+        PhaseScope t(phases_, Phase::kAttention);
+        layers::attention_msa(h, lw.attn, attn_, cfg_.layer_kinds[il] == LayerKind::kSparse, rows, il, s_, br);
+      }
       trace(br, "attn_out", il);
       ops::add(x, br);
       ops::rms_norm(x, lw.ffn_norm, cfg_.norm_eps, h);
       trace(h, "ffn_norm", il);
       if (cfg_.is_moe_layer(il)) layers::moe(h, lw.moe, moe_, il, s_, br);
-      else layers::mlp(h, lw.mlp, act_, kMlp, s_, br);
+      else {
+        PhaseScope t(phases_, Phase::kExperts);
+        layers::mlp(h, lw.mlp, act_, kMlp, s_, br);
+      }
       trace(br, "ffn_out", il);
       ops::add(x, br);
       trace(x, "layer_out", il);
     }
     if (logits == nullptr) return;
 
+    PhaseScope t(phases_, Phase::kLmHead);
     layers::lm_head(x, rows.seqs, all_logits, w_.final_norm, cfg_.norm_eps, w_.lm_head, s_, *logits);
   }
 
@@ -68,6 +76,7 @@ class MiniMaxM3 final : public RowwiseModel {
   layers::FfnActParams act_;
   layers::MoeParams moe_;
   Scratch s_;
+  PhaseTimes* phases_ = nullptr;
 };
 
 }  // namespace

@@ -38,6 +38,7 @@ class MiniMaxText01 final : public RowwiseModel {
   }
 
   const ModelConfig& config() const override { return cfg_; }
+  void set_phase_times(PhaseTimes* t) override { phases_ = moe_.phases = t; }
 
  private:
   void run(const Tensor& tokens, const SeqRows& rows, bool all_logits, Tensor* logits) override {
@@ -52,8 +53,11 @@ class MiniMaxText01 final : public RowwiseModel {
       ops::rms_norm(x, lw.attn_norm, cfg_.norm_eps, h);
       trace(h, "attn_norm", il);
       const bool lightning = cfg_.layer_kinds[il] == LayerKind::kLightning;
-      if (lightning) layers::attention_lightning(h, lw.lin, slopes_[il], lin_, rows, il, s_, br);
-      else layers::attention_softmax(h, lw.attn, attn_, rows, il, s_, br);
+      {
+        PhaseScope t(phases_, Phase::kAttention);
+        if (lightning) layers::attention_lightning(h, lw.lin, slopes_[il], lin_, rows, il, s_, br);
+        else layers::attention_softmax(h, lw.attn, attn_, rows, il, s_, br);
+      }
       trace(br, "attn_out", il);
       residual(x, h, br, lightning ? cfg_.res_lightning : cfg_.res_softmax);
       ops::rms_norm(x, lw.ffn_norm, cfg_.norm_eps, h);
@@ -65,6 +69,7 @@ class MiniMaxText01 final : public RowwiseModel {
     }
     if (logits == nullptr) return;
 
+    PhaseScope t(phases_, Phase::kLmHead);
     layers::lm_head(x, rows.seqs, all_logits, w_.final_norm, cfg_.norm_eps, w_.lm_head, s_, *logits);
   }
 
@@ -86,6 +91,7 @@ class MiniMaxText01 final : public RowwiseModel {
   layers::MoeParams moe_;
   std::vector<Buffer> slopes_;  // [n_layers] of [n_heads] F32 (empty for softmax layers)
   Scratch s_;
+  PhaseTimes* phases_ = nullptr;
 };
 
 }  // namespace

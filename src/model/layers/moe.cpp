@@ -27,6 +27,7 @@ void moe(const Tensor& x, const MoeWeights& w, const MoeParams& p, int il, Scrat
   const int64_t n = x.dim(0), d = x.dim(1), f = p.ffn_dim;
   const int k = p.n_experts_active;
 
+  PhaseScope router_time(p.phases, Phase::kRouter);
   Tensor logits = s.f32(kLogits, {n, p.n_experts});  // [n, n_experts]
   ops::matmul(x, w.gate, logits);
   Tensor ids = s.i32(kIds, {n, k});                 // [n, k] expert ids
@@ -59,6 +60,8 @@ void moe(const Tensor& x, const MoeWeights& w, const MoeParams& p, int il, Scrat
       ++fill[e];
     }
 
+  router_time.stop();
+  PhaseScope expert_time(p.phases, Phase::kExperts);
   std::memset(out.data, 0, out.size_bytes());
   for (int e = 0; e < p.n_experts; ++e) {
     const int64_t b = count[e], m = count[e + 1] - count[e];

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "model/layers/mlp.h"
+#include "model/phase_times.h"
 #include "model/weights.h"
 #include "tensor/scratch.h"
 
@@ -16,6 +17,7 @@ struct MoeParams {
   float routed_scaling_factor = 1.0f;
   RouterKind router = RouterKind::kSigmoidBias;
   FfnActParams act;  // expert (and shared expert) activation
+  PhaseTimes* phases = nullptr;  // non-null: router and expert time are added here
 };
 
 // The MoE parameters a config implies (router kind, scaling, expert activation).

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Side by side: llama.cpp's llama-bench and `mmx bench model` on the same GGUF files, at equal
+# threads, prompt and generation lengths, alternating the two engines round by round; medians of
+# the rounds. llama.cpp is NOT part of this project: build it yourself from its public source and
+# point LLAMA_CPP_DIR at the folder holding bin/llama-bench (or build/bin/llama-bench).
+#
+#   LLAMA_CPP_DIR=~/llama.cpp/build bench/llamacpp/compare.sh [options] ENTRY...
+#   ENTRY: FILE.gguf (both engines run it) or LABEL=LLAMA_FILE.gguf,MMX_PATH (different inputs,
+#          e.g. our FP8 HF checkpoint beside llama.cpp's Q8_0 of the same weights)
+#   options (passed to compare.py): --threads 2 --prompt 512 --gen 32 --rounds 5 --depth 0
+#          --mmx build/tools/mmx --out results.json --md table.md
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+if [ -z "${LLAMA_CPP_DIR:-}" ]; then
+  echo "compare.sh: LLAMA_CPP_DIR is not set, so there is nothing to compare against." >&2
+  echo "  Build llama.cpp from its public source (cmake -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF" >&2
+  echo "  -DLLAMA_OPENSSL=OFF; target llama-bench) and set LLAMA_CPP_DIR to its build folder." >&2
+  exit 2
+fi
+exec python3 "$here/compare.py" --llama-dir "$LLAMA_CPP_DIR" "$@"

@@ -242,13 +242,17 @@ inline __m256i hadd4(__m256i a, __m256i b, __m256i c, __m256i d) {
   return _mm256_hadd_epi32(_mm256_hadd_epi32(a, b), _mm256_hadd_epi32(c, d));
 }
 
-// I[t] lane k = I_k, the integer dot of x-block k (k < nk; 0 past it) for each token: the eight
-// lane sums are reduced together (two hadd levels, then the two 128-bit halves), so a group costs
-// one cvt and one FMA per token instead of one per x-block.
+// I[t] lane k = I_k, the integer dot of x-block k (k in K...; 0 for the other lanes) for each
+// token: the eight lane sums are reduced together (two hadd levels, then the two 128-bit halves),
+// so a group costs one cvt and one FMA per token instead of one per x-block. K... is 0..7 for a
+// full group and 0..nk-1 for the last, partial group of a Q8_0 / Q4_0 row (compile-time either
+// way, so every x-block is unrolled).
 template <class Q, int T, int... K>
 inline void group_dots(const uint8_t* gp, const Group& g, const int8_t* const* xq, __m256i* I,
                        std::integer_sequence<int, K...>) {
   __m256i v[kGroup][T];
+  for (int k = int(sizeof...(K)); k < kGroup; ++k)
+    for (int t = 0; t < T; ++t) v[k][t] = _mm256_setzero_si256();
   (xblock<Q, T>(gp, g, xq, std::integral_constant<int, K>{}, v[K]), ...);
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t) {
@@ -259,18 +263,14 @@ inline void group_dots(const uint8_t* gp, const Group& g, const int8_t* const* x
 }
 template <class Q, int T>
 inline void tail_dots(const uint8_t* gp, const Group& g, const int8_t* const* xq, int nk, __m256i* I) {
-  __m256i v[kGroup][T];
-  for (int k = 0; k < kGroup; ++k) {
-    if (k < nk) {
-      xblock<Q, T>(gp, g, xq, k, v[k]);
-    } else {
-      for (int t = 0; t < T; ++t) v[k][t] = _mm256_setzero_si256();
-    }
-  }
-  for (int t = 0; t < T; ++t) {
-    const __m256i lo = hadd4(v[0][t], v[1][t], v[2][t], v[3][t]);
-    const __m256i hi = hadd4(v[4][t], v[5][t], v[6][t], v[7][t]);
-    I[t] = _mm256_add_epi32(_mm256_blend_epi32(lo, hi, 0xf0), _mm256_permute2x128_si256(lo, hi, 0x21));
+  switch (nk) {
+    case 1: return group_dots<Q, T>(gp, g, xq, I, std::make_integer_sequence<int, 1>{});
+    case 2: return group_dots<Q, T>(gp, g, xq, I, std::make_integer_sequence<int, 2>{});
+    case 3: return group_dots<Q, T>(gp, g, xq, I, std::make_integer_sequence<int, 3>{});
+    case 4: return group_dots<Q, T>(gp, g, xq, I, std::make_integer_sequence<int, 4>{});
+    case 5: return group_dots<Q, T>(gp, g, xq, I, std::make_integer_sequence<int, 5>{});
+    case 6: return group_dots<Q, T>(gp, g, xq, I, std::make_integer_sequence<int, 6>{});
+    default: return group_dots<Q, T>(gp, g, xq, I, std::make_integer_sequence<int, 7>{});
   }
 }
 
@@ -307,10 +307,11 @@ void tile_kernel(const Linear& w, int64_t o0, const QActs* acts, int64_t t0, flo
       Group gr;
       Q::begin(gp, nk, &gr);
       __m256i I[T];
-      if (!Q::kRagged || nk == kGroup) {
+      if constexpr (Q::kRagged) {
+        if (nk == kGroup) group_dots<Q, T>(gp, gr, xq, I, std::make_integer_sequence<int, kGroup>{});
+        else tail_dots<Q, T>(gp, gr, xq, nk, I);  // the last group of a row not a multiple of 256
+      } else {
         group_dots<Q, T>(gp, gr, xq, I, std::make_integer_sequence<int, kGroup>{});
-      } else {  // the last group of a Q8_0 / Q4_0 row not a multiple of 256
-        tail_dots<Q, T>(gp, gr, xq, nk, I);
       }
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {

@@ -8,6 +8,7 @@
 #include <random>
 #include <string>
 
+#include "base/qblocks.h"
 #include "ops/ops.h"
 #include "testing/allclose.h"
 
@@ -78,5 +79,49 @@ inline Buffer copy_of(const Tensor& t) {
 inline bool bitwise_equal(const Tensor& a, const Tensor& b) {
   return a.size_bytes() == b.size_bytes() && std::memcmp(a.data, b.data, a.size_bytes()) == 0;
 }
+
+// ---- GGUF block types (base/qblocks.h) ----
+constexpr DType kQuantTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+
+enum class QScales { kSane, kExtreme };
+
+// Random block bytes (every bit pattern of the levels and sub-block scales is valid), fp16 scale
+// fields set to ±uniform(1/512, 1/16) (kSane) or drawn from the fp16 extremes (kExtreme: the
+// largest finite, the smallest normal and subnormal, 1). zero_every > 0: every such block is all
+// zero bytes (a zero weight block: d = dmin = 0).
+inline Buffer random_qblocks(DType t, int64_t rows, int64_t n_in, uint64_t seed, QScales mode = QScales::kSane,
+                      int zero_every = 0) {
+  Buffer b(t, {rows, n_in});
+  auto* p = b.t().ptr<uint8_t>();
+  const size_t bytes = b.t().size_bytes(), bb = dtype_block_bytes(t);
+  std::mt19937_64 rng(seed);
+  for (size_t i = 0; i < bytes; ++i) p[i] = uint8_t(rng());
+  std::uniform_real_distribution<float> ud(1.0f / 512, 1.0f / 16);
+  const float extremes[] = {65504.0f, 6.103515625e-05f, 5.9604644775390625e-08f, 1.0f};
+  auto scale = [&](uint8_t* at) {
+    const float v = mode == QScales::kSane ? ud(rng) : extremes[rng() % 4];
+    const uint16_t h = f32_to_f16((rng() & 1) ? v : -v);
+    std::memcpy(at, &h, 2);
+  };
+  size_t idx = 0;
+  for (size_t off = 0; off < bytes; off += bb, ++idx) {
+    uint8_t* blk = p + off;
+    switch (t) {
+      case DType::kQ8_0: case DType::kQ4_0: scale(blk); break;
+      case DType::kQ4_K: case DType::kQ5_K: scale(blk); scale(blk + 2); break;
+      case DType::kQ6_K: scale(blk + offsetof(BlockQ6K, d)); break;
+      default: break;
+    }
+    if (zero_every > 0 && idx % size_t(zero_every) == 0) std::memset(blk, 0, bb);
+  }
+  return b;
+}
+
+inline ops::Linear as_linear(const Buffer& b) {
+  ops::Linear l;
+  l.w = b.t();
+  return l;
+}
+
 
 }  // namespace mmx::testing

@@ -16,37 +16,6 @@
 namespace mmx::testing {
 namespace {
 
-constexpr DType kTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
-
-// Random block bytes whose fp16 scale fields are finite and modest (other bytes: any value).
-Buffer random_blocks(DType t, int64_t rows, int64_t n_in, uint64_t seed) {
-  Buffer b(t, {rows, n_in});
-  auto* p = b.t().ptr<uint8_t>();
-  const size_t bytes = b.t().size_bytes(), bb = dtype_block_bytes(t);
-  std::mt19937_64 rng(seed);
-  for (size_t i = 0; i < bytes; ++i) p[i] = uint8_t(rng());
-  std::uniform_real_distribution<float> ud(1.0f / 512, 1.0f / 16);
-  auto scale = [&](uint8_t* at) {
-    const uint16_t h = f32_to_f16(ud(rng) * ((rng() & 1) ? 1.0f : -1.0f));
-    std::memcpy(at, &h, 2);
-  };
-  for (size_t off = 0; off < bytes; off += bb) {
-    uint8_t* blk = p + off;
-    switch (t) {
-      case DType::kQ8_0: case DType::kQ4_0: scale(blk); break;
-      case DType::kQ4_K: case DType::kQ5_K: scale(blk); scale(blk + 2); break;
-      case DType::kQ6_K: scale(blk + offsetof(BlockQ6K, d)); break;
-      default: break;
-    }
-  }
-  return b;
-}
-
-ops::Linear as_linear(const Buffer& b) {
-  ops::Linear l;
-  l.w = b.t();
-  return l;
-}
 
 TEST(QuantRef, HandQ8_0AndQ4_0) {
   Buffer b(DType::kQ8_0, {1, 32});
@@ -113,11 +82,11 @@ TEST(QuantRef, HandQ6K) {
 // Q8_0/Q4_0/Q4_K/Q5_K values carry at most the one rounding of the final subtraction and Q6_K
 // the one of its last product: within one ulp of the fp64 value.
 TEST(QuantDequant, FastMatchesRefGrid) {
-  for (DType t : kTypes)
+  for (DType t : kQuantTypes)
     for (int64_t n_in : {dtype_block(t), 2 * dtype_block(t), int64_t(768)}) {
       if (n_in % dtype_block(t)) continue;
       const int64_t rows = 5;
-      Buffer w = random_blocks(t, rows, n_in, 11 + uint64_t(n_in));
+      Buffer w = random_qblocks(t, rows, n_in, 11 + uint64_t(n_in));
       const ops::Linear l = as_linear(w);
       Buffer out(DType::kF32, {rows - 1, n_in});
       ops::linear_dequant_rows(l, 1, out.t());
@@ -141,10 +110,10 @@ TEST(QuantDequant, FastMatchesRefGrid) {
 // matmul on a GGUF weight (n >= 32: the packed GEMM over dequantized tiles; smaller n: whichever
 // path ops::matmul picks) against the fp64 reference: only f32 accumulation error remains.
 TEST(QuantMatmul, MatchesRefGrid) {
-  for (DType t : kTypes)
+  for (DType t : kQuantTypes)
     for (int64_t n : {1, 3, 33}) {
       const int64_t n_out = 9, n_in = 512;
-      Buffer w = random_blocks(t, n_out, n_in, 3 + uint64_t(n));
+      Buffer w = random_qblocks(t, n_out, n_in, 3 + uint64_t(n));
       const ops::Linear l = as_linear(w);
       Buffer x = random_tensor({n, n_in}, 7);
       Buffer y(DType::kF32, {n, n_out}), yr(DType::kF32, {n, n_out});

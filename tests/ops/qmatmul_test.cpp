@@ -29,48 +29,7 @@
 namespace mmx::testing {
 namespace {
 
-constexpr DType kTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
 constexpr double kU = 1.0 / 16777216.0;  // 2^-24
-
-enum class Scales { kSane, kExtreme };
-
-// Random block bytes (every bit pattern of the levels and sub-block scales is valid), fp16 scale
-// fields set to ±uniform(1/512, 1/16) (kSane) or drawn from the fp16 extremes (kExtreme: the
-// largest finite, the smallest normal and subnormal, 1). zero_every > 0: every such block is all
-// zero bytes (a zero weight block: d = dmin = 0).
-Buffer random_weights(DType t, int64_t rows, int64_t n_in, uint64_t seed, Scales mode = Scales::kSane,
-                      int zero_every = 0) {
-  Buffer b(t, {rows, n_in});
-  auto* p = b.t().ptr<uint8_t>();
-  const size_t bytes = b.t().size_bytes(), bb = dtype_block_bytes(t);
-  std::mt19937_64 rng(seed);
-  for (size_t i = 0; i < bytes; ++i) p[i] = uint8_t(rng());
-  std::uniform_real_distribution<float> ud(1.0f / 512, 1.0f / 16);
-  const float extremes[] = {65504.0f, 6.103515625e-05f, 5.9604644775390625e-08f, 1.0f};
-  auto scale = [&](uint8_t* at) {
-    const float v = mode == Scales::kSane ? ud(rng) : extremes[rng() % 4];
-    const uint16_t h = f32_to_f16((rng() & 1) ? v : -v);
-    std::memcpy(at, &h, 2);
-  };
-  size_t idx = 0;
-  for (size_t off = 0; off < bytes; off += bb, ++idx) {
-    uint8_t* blk = p + off;
-    switch (t) {
-      case DType::kQ8_0: case DType::kQ4_0: scale(blk); break;
-      case DType::kQ4_K: case DType::kQ5_K: scale(blk); scale(blk + 2); break;
-      case DType::kQ6_K: scale(blk + offsetof(BlockQ6K, d)); break;
-      default: break;
-    }
-    if (zero_every > 0 && idx % size_t(zero_every) == 0) std::memset(blk, 0, bb);
-  }
-  return b;
-}
-
-ops::Linear as_linear(const Buffer& b) {
-  ops::Linear l;
-  l.w = b.t();
-  return l;
-}
 
 // P_i for element j of a block (see the header): a bound on |weight part| + |offset part|.
 double part_bound(DType t, const uint8_t* blk, int64_t j) {
@@ -269,13 +228,13 @@ std::vector<int64_t> n_in_grid(DType t) {
 }
 
 TEST(QMatmul, GridVsRefTightAndBitwise) {
-  for (DType t : kTypes) {
+  for (DType t : kQuantTypes) {
     Stats st;
     for (int64_t n_out : {1, 3, 8, 17, 64})
       for (int64_t n_in : n_in_grid(t))
         for (int64_t n : {1, 2, 3, 5, 8, 31}) {
           const uint64_t seed = uint64_t(n_out * 1000003 + n_in * 101 + n);
-          Buffer w = random_weights(t, n_out, n_in, seed);
+          Buffer w = random_qblocks(t, n_out, n_in, seed);
           Buffer x = random_acts(n, n_in, seed + 7);
           check_case(w, x, "grid", &st);
         }
@@ -286,17 +245,17 @@ TEST(QMatmul, GridVsRefTightAndBitwise) {
 
 TEST(QMatmul, ThreadsSplitLargeRows) {
   // Big enough for the parallel path and for several row groups per thread.
-  for (DType t : kTypes) {
+  for (DType t : kQuantTypes) {
     Stats st;
-    Buffer w = random_weights(t, 67, 3072, 11);
+    Buffer w = random_qblocks(t, 67, 3072, 11);
     for (int64_t n : {1, 4, 9}) check_case(w, random_acts(n, 3072, 12 + uint64_t(n)), "threads", &st);
   }
 }
 
 TEST(QMatmul, ZeroActivations) {
-  for (DType t : kTypes) {
+  for (DType t : kQuantTypes) {
     const int64_t n_in = dtype_block(t) * 3;
-    Buffer w = random_weights(t, 9, n_in, 21);
+    Buffer w = random_qblocks(t, 9, n_in, 21);
     Buffer x(DType::kF32, {3, n_in});
     std::memset(x.f32(), 0, size_t(3 * n_in) * 4);
     Buffer y(DType::kF32, {3, 9});
@@ -310,12 +269,12 @@ TEST(QMatmul, ZeroActivations) {
 }
 
 TEST(QMatmul, ZeroWeightBlocks) {
-  for (DType t : kTypes) {
+  for (DType t : kQuantTypes) {
     Stats st;
     const int64_t n_in = dtype_block(t) == 32 ? 288 : 768;
-    Buffer w = random_weights(t, 17, n_in, 31, Scales::kSane, 3);  // every third block all zero
+    Buffer w = random_qblocks(t, 17, n_in, 31, QScales::kSane, 3);  // every third block all zero
     check_case(w, random_acts(5, n_in, 32), "zero w blocks", &st);
-    Buffer z = random_weights(t, 4, n_in, 33, Scales::kSane, 1);  // all zero
+    Buffer z = random_qblocks(t, 4, n_in, 33, QScales::kSane, 1);  // all zero
     Buffer x = random_acts(2, n_in, 34);
     Buffer y(DType::kF32, {2, 4});
     ops::matmul(x.t(), as_linear(z), y.t());
@@ -324,12 +283,12 @@ TEST(QMatmul, ZeroWeightBlocks) {
 }
 
 TEST(QMatmul, ExtremeScales) {
-  for (DType t : kTypes) {
+  for (DType t : kQuantTypes) {
     Stats st;
     const int64_t n_in = dtype_block(t) == 32 ? 288 : 768;
-    check_case(random_weights(t, 17, n_in, 41, Scales::kExtreme), random_acts(3, n_in, 42), "extreme w", &st);
-    check_case(random_weights(t, 8, n_in, 43), random_acts(2, n_in, 44, 1e-20f), "tiny x", &st);
-    check_case(random_weights(t, 8, n_in, 45), random_acts(2, n_in, 46, 1e20f), "huge x", &st);
+    check_case(random_qblocks(t, 17, n_in, 41, QScales::kExtreme), random_acts(3, n_in, 42), "extreme w", &st);
+    check_case(random_qblocks(t, 8, n_in, 43), random_acts(2, n_in, 44, 1e-20f), "tiny x", &st);
+    check_case(random_qblocks(t, 8, n_in, 45), random_acts(2, n_in, 46, 1e20f), "huge x", &st);
   }
 }
 

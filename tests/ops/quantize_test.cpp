@@ -18,19 +18,12 @@
 namespace mmx::testing {
 namespace {
 
-constexpr DType kTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
 constexpr DType kKTypes[] = {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
 
 Buffer quantized(DType t, const Tensor& x) {  // x: [rows, n] F32 -> [rows, n] t
   Buffer q(t, {x.dim(0), x.dim(1)});
   ops::quantize(x, q.t());
   return q;
-}
-
-ops::Linear as_linear(const Buffer& b) {
-  ops::Linear l;
-  l.w = b.t();
-  return l;
 }
 
 enum class Dist { kGauss, kUniform, kHeavy, kPositive, kConstant, kZeros };
@@ -235,7 +228,7 @@ void check_bounds(DType t, const Tensor& x, const Buffer& q, const char* what) {
 
 TEST(Quantize, RoundTripBounds) {
   uint64_t seed = 1;
-  for (DType t : kTypes) {
+  for (DType t : kQuantTypes) {
     const bool k = dtype_block(t) == kQkBlock;
     const std::vector<int64_t> ns = k ? std::vector<int64_t>{256, 512, 3072} : std::vector<int64_t>{32, 64, 96};
     for (Dist dist : kDists)
@@ -308,7 +301,7 @@ std::vector<float> plain_k(DType t, const float* x, int64_t n) {
 TEST(Quantize, SearchBeatsPlainRtn) {
   const int64_t rows = 16, n = 3072;
   Buffer x = make_x(Dist::kGauss, rows, n, 77);
-  for (DType t : kTypes) {
+  for (DType t : kQuantTypes) {
     Buffer q = quantized(t, x.t());
     const double ours = rms_rel_error(x.t(), q);
     if (dtype_block(t) != kQkBlock) {
@@ -340,7 +333,7 @@ TEST(Quantize, SearchBeatsPlainRtn) {
 // on a different (s, m) and the 6-bit scales on a different grid; the share that does is printed.
 TEST(Quantize, Idempotence) {
   Buffer x = make_x(Dist::kHeavy, 8, 3072, 5);
-  for (DType t : kTypes) {
+  for (DType t : kQuantTypes) {
     Buffer q1 = quantized(t, x.t());
     Buffer y(DType::kF32, {8, 3072});
     ops::linear_dequant_rows(as_linear(q1), 0, y.t());

@@ -8,6 +8,8 @@
 // Not here: the reference implementations (src/ops/ref), argument checking.
 #pragma once
 
+#include <algorithm>
+
 #include <cstddef>
 #include <cstdint>
 
@@ -36,6 +38,29 @@ void embedding(const Tensor& table, const Tensor& ids, Tensor& out);  // out: [n
 inline constexpr int64_t kGemmMinN = 32;
 void gemv(const Tensor& x, const Linear& w, Tensor& y);  // x: [n, n_in]; y: [n, n_out]
 void gemm(const Tensor& x, const Linear& w, Tensor& y);  // x: [n, n_in]; y: [n, n_out]
+
+// ---- the tile walk shared by gemv.cpp and qgemv.cpp ----
+// Output rows in fixed groups of kGemvRows, split over threads by a static schedule (each
+// thread's groups are contiguous, so it can prefetch its next group); within a group the tokens
+// go in tiles of up to kGemvMaxT and the rows in tiles of max_rows[tt - 1] for tt tokens:
+// tile(o0, rr, t0, tt) computes y[t0 .. t0 + tt, o0 .. o0 + rr). Parallel only when
+// n_out · n_in · n >= 2^15 (tiny outputs are not worth waking threads for).
+inline constexpr int kGemvRows = 4;
+inline constexpr int kGemvMaxT = 4;
+template <class Tile>
+void gemv_tiles(int64_t n, int64_t n_out, int64_t n_in, const int* max_rows, const Tile& tile) {
+  const int64_t n_groups = (n_out + kGemvRows - 1) / kGemvRows;
+  const bool par = n_out * n_in * n >= (int64_t(1) << 15);
+#pragma omp parallel for schedule(static) num_threads(threads()) if (par)
+  for (int64_t g = 0; g < n_groups; ++g) {
+    const int64_t o_begin = g * kGemvRows, o_end = std::min(n_out, o_begin + kGemvRows);
+    for (int64_t t0 = 0; t0 < n; t0 += kGemvMaxT) {
+      const int tt = int(std::min<int64_t>(kGemvMaxT, n - t0));
+      const int r_max = max_rows[tt - 1];
+      for (int64_t o0 = o_begin; o0 < o_end; o0 += r_max) tile(o0, int(std::min<int64_t>(r_max, o_end - o0)), t0, tt);
+    }
+  }
+}
 
 // ---- qgemv.cpp: GGUF block-quantized weights (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K), n < kGemmMinN ----
 // x is quantized once per call and token to QActs, then dotted in int8 with the weight blocks.

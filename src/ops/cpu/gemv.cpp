@@ -4,7 +4,7 @@
 //
 // A tile is R rows × T tokens (R·T <= 8 accumulators of 8 lanes, 4 for fp8): each converted weight vector is
 // used for T tokens, each x vector for R rows. Threads split the output rows in fixed groups of
-// kRows; within a group the tokens are walked in tiles of up to kMaxT, so a group's weights come
+// kRows; within a group the tokens are walked in tiles of up to kGemvMaxT (cpu.h: gemv_tiles), so a group's weights come
 // from DRAM once and from L1 afterwards. Every (row, token) value is the same fixed sequence of
 // fp32 FMAs (8 lanes; fp8: one partial per scale block, folded in with its scale; then a
 // horizontal sum) whatever the tiling, so y is bitwise independent of the thread count and of n
@@ -24,8 +24,7 @@ namespace mmx::ops::cpu {
 
 namespace {
 
-constexpr int kRows = 4;  // output rows per thread-level group
-constexpr int kMaxT = 4;  // tokens per tile
+constexpr int kRows = kGemvRows;  // output rows per thread-level group (cpu.h: gemv_tiles)
 
 // Converters: load 8 weights of a row as f32, or one scalar (fp8: times 2^-120, see F8Src).
 struct F32Src {
@@ -180,7 +179,6 @@ constexpr int kMaxRows<F8Src>[4] = {4, 2, 1, 1};
 template <class Src>
 void gemv_typed(const Tensor& x, const Linear& w, Tensor& y) {
   const int64_t n = x.dim(0), n_out = w.n_out();
-  const int64_t n_groups = (n_out + kRows - 1) / kRows;
   const float* xp = x.f32();
   if constexpr (std::is_same_v<Src, F8Src>) {  // x · 2^kF8XShift (exact), shared by all threads
     const int64_t len = n * w.n_in();
@@ -189,20 +187,9 @@ void gemv_typed(const Tensor& x, const Linear& w, Tensor& y) {
     xp = xs;
   }
   float* yp = y.f32();
-  // Tiny outputs are not worth waking threads for (the router: 256 rows of 3072 f32 still are).
-  const bool par = n_out * w.n_in() * n >= (int64_t(1) << 15);
-#pragma omp parallel for schedule(static) num_threads(threads()) if (par)
-  for (int64_t g = 0; g < n_groups; ++g) {
-    const int64_t o_begin = g * kRows, o_end = std::min(n_out, o_begin + kRows);
-    for (int64_t t0 = 0; t0 < n; t0 += kMaxT) {
-      const int tt = int(std::min<int64_t>(kMaxT, n - t0));
-      const int r_max = kMaxRows<Src>[tt - 1];
-      for (int64_t o0 = o_begin; o0 < o_end; o0 += r_max) {
-        const int rr = int(std::min<int64_t>(r_max, o_end - o0));
-        kTiles<Src>[rr - 1][tt - 1](w, o0, xp, t0, yp);
-      }
-    }
-  }
+  gemv_tiles(n, n_out, w.n_in(), kMaxRows<Src>, [&](int64_t o0, int rr, int64_t t0, int tt) {
+    kTiles<Src>[rr - 1][tt - 1](w, o0, xp, t0, yp);
+  });
 }
 
 }  // namespace

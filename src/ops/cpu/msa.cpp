@@ -259,6 +259,16 @@ void pv_heads(const float* const* p, const VT* const* vr, int64_t t0, int64_t t1
     }
 }
 
+// Every 64-byte line of one page row of d elements (K or V of one head at one token). A head's
+// row is d elements out of every n_kv_heads·d in the page, a stride the hardware prefetchers
+// follow late: the scan asks for the rows kPrefetchKeys ahead itself.
+constexpr int64_t kPrefetchKeys = 16;
+template <typename T>
+inline void prefetch_row(const T* r, int64_t d) {
+  const char* p = reinterpret_cast<const char*>(r);
+  for (int64_t b = 0; b < d * int64_t(sizeof(T)); b += 64) _mm_prefetch(p + b, _MM_HINT_T0);
+}
+
 // Softmax attention of the query heads q[0, nh) (rows of d) over the keys kr[0, n) / vr[0, n);
 // writes o[0, nh) (rows of d, contiguous). T: the page rows' element type (float or bf16 bits).
 template <typename T>
@@ -272,6 +282,7 @@ void attend(const float* q, int64_t nh, const T* const* kr, const T* const* vr, 
   const __m128 sc = _mm_set1_ps(scale);
   // 1. scores
   for (int64_t t0 = 0; t0 < n; t0 += 4) {
+    for (int64_t u = t0 + kPrefetchKeys; u < std::min(n, t0 + kPrefetchKeys + 4); ++u) prefetch_row(kr[u], d);
     const T* kp[4];
     for (int u = 0; u < 4; ++u) kp[u] = kr[std::min(t0 + u, n - 1)];
     const bool full = t0 + 4 <= n;
@@ -305,6 +316,7 @@ void attend(const float* q, int64_t nh, const T* const* kr, const T* const* vr, 
   // 3. P·V
   for (int64_t t0 = 0; t0 < n; t0 += kKeyBlock) {
     const int64_t t1 = std::min(n, t0 + kKeyBlock);
+    for (int64_t u = t0 + kPrefetchKeys; u < std::min(n, t1 + kPrefetchKeys); ++u) prefetch_row(vr[u], d);
     for (int64_t h0 = 0; h0 < nh; h0 += kPvHeads) {
       const int mr = int(std::min<int64_t>(kPvHeads, nh - h0));
       const float* p[kPvHeads];

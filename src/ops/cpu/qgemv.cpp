@@ -22,7 +22,7 @@
 // Tiling as in gemv.cpp: a tile is R rows × T tokens; each unpacked weight vector serves T
 // tokens, each activation vector R rows. Threads split the output rows in fixed groups of kRows
 // (static schedule) and prefetch their next group one row-group ahead; within a group the tokens
-// go in tiles of up to kMaxT. Every (row, token) output is the same sequence of operations
+// go in tiles of up to kGemvMaxT (cpu.h: gemv_tiles). Every (row, token) output is the same sequence of operations
 // whatever the tile shape, the thread count or the other tokens in the batch, so y is bitwise
 // independent of the thread count and a token's row of y has the same bits alone or in a batch.
 //
@@ -45,8 +45,7 @@ namespace {
 
 constexpr int kXBlock = 32;  // activation block (QActs)
 constexpr int kGroup = 8;    // x-blocks per group: 256 inputs = one K super-block
-constexpr int kRows = 4;     // output rows per thread-level group
-constexpr int kMaxT = 4;     // tokens per tile
+constexpr int kRows = kGemvRows;  // output rows per thread-level group (cpu.h: gemv_tiles)
 
 inline uint16_t ld16(const uint8_t* p) {
   uint16_t v;
@@ -361,20 +360,9 @@ void qgemv_typed(const Tensor& x, const Linear& w, Tensor& y) {
     quantize_acts(x.f32() + t * n_in, n_in, acts[t]);
   }
   float* yp = y.f32();
-  const int64_t n_groups = (n_out + kRows - 1) / kRows;
-  const bool par = n_out * n_in * n >= (int64_t(1) << 15);
-#pragma omp parallel for schedule(static) num_threads(threads()) if (par)
-  for (int64_t g = 0; g < n_groups; ++g) {
-    const int64_t o_begin = g * kRows, o_end = std::min(n_out, o_begin + kRows);
-    for (int64_t t0 = 0; t0 < n; t0 += kMaxT) {
-      const int tt = int(std::min<int64_t>(kMaxT, n - t0));
-      const int r_max = kMaxRows[tt - 1];
-      for (int64_t o0 = o_begin; o0 < o_end; o0 += r_max) {
-        const int rr = int(std::min<int64_t>(r_max, o_end - o0));
-        kTiles<Q>[rr - 1][tt - 1](w, o0, acts, t0, yp);
-      }
-    }
-  }
+  gemv_tiles(n, n_out, n_in, kMaxRows, [&](int64_t o0, int rr, int64_t t0, int tt) {
+    kTiles<Q>[rr - 1][tt - 1](w, o0, acts, t0, yp);
+  });
 }
 
 inline int32_t hsum_epi32(__m256i v) {

@@ -133,62 +133,58 @@ MemBandwidth measure_bandwidth(int size_mb, int reps, int max_threads) {
   return out;
 }
 
-double measure_fma_gflops(int nt) {
-  constexpr int64_t kIters = 20'000'000;
+namespace {
+// The median over 3 runs of ops / (wall time of one parallel region running body on nt threads),
+// in G/s. body() returns a value folded into a volatile sink, so its loop cannot be dropped.
+template <class Body>
+double median_rate(int nt, double ops, const Body& body) {
   std::vector<double> runs;
   for (int r = 0; r < 3; ++r) {
     const double t = now_s();
     float out = 0;
 #pragma omp parallel num_threads(nt) reduction(+ : out)
-    {
-      // 10 independent chains hide the FMA latency (4-5 cycles) on 2 FMA ports.
-      __m256 acc[10];
-      for (int j = 0; j < 10; ++j) acc[j] = _mm256_set1_ps(float(j));
-      const __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
-      for (int64_t i = 0; i < kIters; ++i)
-        for (int j = 0; j < 10; ++j) acc[j] = _mm256_fmadd_ps(acc[j], m, c);
-      float tmp[8];
-      __m256 s = acc[0];
-      for (int j = 1; j < 10; ++j) s = _mm256_add_ps(s, acc[j]);
-      _mm256_storeu_ps(tmp, s);
-      out += tmp[0];
-    }
+    out += body();
     const double dt = now_s() - t;
     volatile float keep = out;
     (void)keep;
-    runs.push_back(double(nt) * kIters * 10 * 8 * 2 / dt / 1e9);
+    runs.push_back(ops / dt / 1e9);
   }
   return median(runs);
+}
+}  // namespace
+
+double measure_fma_gflops(int nt) {
+  constexpr int64_t kIters = 20'000'000;
+  return median_rate(nt, double(nt) * kIters * 10 * 8 * 2, [] {
+    // 10 independent chains hide the FMA latency (4-5 cycles) on 2 FMA ports.
+    __m256 acc[10];
+    for (int j = 0; j < 10; ++j) acc[j] = _mm256_set1_ps(float(j));
+    const __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
+    for (int64_t i = 0; i < kIters; ++i)
+      for (int j = 0; j < 10; ++j) acc[j] = _mm256_fmadd_ps(acc[j], m, c);
+    __m256 s = acc[0];
+    for (int j = 1; j < 10; ++j) s = _mm256_add_ps(s, acc[j]);
+    return _mm256_cvtss_f32(s);
+  });
 }
 
 double measure_int8_gops(int nt) {
   constexpr int64_t kIters = 10'000'000;
-  std::vector<double> runs;
-  for (int r = 0; r < 3; ++r) {
-    const double t = now_s();
-    int out = 0;
-#pragma omp parallel num_threads(nt) reduction(^ : out)
-    {
-      // 8 independent accumulators, each step: 32 u8 x s8 products summed into 8 s32 lanes.
-      __m256i acc[8], w[8];
-      for (int j = 0; j < 8; ++j) acc[j] = _mm256_setzero_si256(), w[j] = _mm256_set1_epi8(char(j + 1));
-      __m256i x = _mm256_set1_epi8(3);
-      const __m256i ones = _mm256_set1_epi16(1);
-      for (int64_t i = 0; i < kIters; ++i) {
-        for (int j = 0; j < 8; ++j)
-          acc[j] = _mm256_add_epi32(acc[j], _mm256_madd_epi16(_mm256_maddubs_epi16(w[j], x), ones));
-        asm volatile("" : "+x"(x));  // keep the loop from being folded
-      }
-      __m256i s = acc[0];
-      for (int j = 1; j < 8; ++j) s = _mm256_xor_si256(s, acc[j]);
-      out ^= _mm256_extract_epi32(s, 0);
+  return median_rate(nt, double(nt) * kIters * 8 * 32 * 2, [] {
+    // 8 independent accumulators, each step: 32 u8 x s8 products summed into 8 s32 lanes.
+    __m256i acc[8], w[8];
+    for (int j = 0; j < 8; ++j) acc[j] = _mm256_setzero_si256(), w[j] = _mm256_set1_epi8(char(j + 1));
+    __m256i x = _mm256_set1_epi8(3);
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int64_t i = 0; i < kIters; ++i) {
+      for (int j = 0; j < 8; ++j)
+        acc[j] = _mm256_add_epi32(acc[j], _mm256_madd_epi16(_mm256_maddubs_epi16(w[j], x), ones));
+      asm volatile("" : "+x"(x));  // keep the loop from being folded
     }
-    const double dt = now_s() - t;
-    volatile int keep = out;
-    (void)keep;
-    runs.push_back(double(nt) * kIters * 8 * 32 * 2 / dt / 1e9);
-  }
-  return median(runs);
+    __m256i s = acc[0];
+    for (int j = 1; j < 8; ++j) s = _mm256_xor_si256(s, acc[j]);
+    return float(_mm256_extract_epi32(s, 0));
+  });
 }
 
 }  // namespace mmx::cli

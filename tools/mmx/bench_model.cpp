@@ -7,6 +7,8 @@
 // prefilled into a fresh cache (one forward); decode runs --gen greedy steps, one token each, after
 // a context of --ctx tokens (default: the prompt). Run 0 of each warms caches and page tables and
 // is not counted.
+#include <unistd.h>
+
 #include <cstdio>
 #include <fstream>
 #include <random>
@@ -100,6 +102,12 @@ void fill(Model& m, KvCache& kv, const std::vector<int32_t>& ids, int64_t from, 
     fb.positions = Tensor(pos.data(), DType::kI32, {e - b});
     fb.pos0 = b;
     m.forward(fb, kv, logits);
+    if (isatty(fileno(stderr))) {  // a bar on a terminal, nothing in logs and pipes
+      const int fill_w = int(30 * (e - from) / std::max<int64_t>(1, to - from));
+      std::fprintf(stderr, "\rcontext  [%.*s%*s] %lld/%lld tokens", fill_w, "##############################",
+                   30 - fill_w, "", (long long)(e - from), (long long)(to - from));
+      if (e == to) std::fputc('\n', stderr);
+    }
   }
 }
 
@@ -146,7 +154,6 @@ void bench_model(const ModelOpts& o) {
   // Decode: --gen greedy steps after dctx tokens; the context is filled once, each run rolls
   // back to it (refilling what a lightning checkpoint cannot restore).
   KvCache kv = model->make_cache(cap, 1024, 4, kv_dtype);
-  if (o.ctx > 0) std::fprintf(stderr, "filling a context of %lld tokens...\n", (long long)dctx);
   fill(*model, kv, ids, 0, dctx, logits.t());
   std::vector<double> decode;
   PhaseTimes decode_ph;

@@ -6,9 +6,6 @@
 // and opened by name, so the real mmap path runs.
 //
 // MMX_FUZZ_SEED_DIR=dir: on start-up, also write a few valid seed files into dir.
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -18,12 +15,12 @@
 #include "base/qblocks.h"
 #include "gguf/gguf_writer.h"
 #include "gguf/hf_view.h"
+#include "memfd_input.h"
 #include "model/safetensors.h"
 
 namespace {
 
-int g_fd = -1;
-std::string g_path;
+MemfdInput g_input;
 
 [[noreturn]] void finding(const char* what, const std::string& detail) {
   std::fprintf(stderr, "FINDING: %s: %s\n", what, detail.c_str());
@@ -85,12 +82,7 @@ void check_file(const mmx::gguf::File& f, size_t size) {
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
-  g_fd = memfd_create("gguf_fuzz", MFD_CLOEXEC);
-  if (g_fd < 0) {
-    std::perror("memfd_create");
-    std::abort();
-  }
-  g_path = "/proc/self/fd/" + std::to_string(g_fd);
+  g_input.open("gguf_fuzz");
   if (const char* dir = std::getenv("MMX_FUZZ_SEED_DIR")) {
     write_seed(std::string(dir) + "/seed_model.gguf", true);
     write_seed(std::string(dir) + "/seed_bare.gguf", false);
@@ -99,14 +91,11 @@ extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  if (ftruncate(g_fd, 0) != 0 || (size > 0 && pwrite(g_fd, data, size, 0) != ssize_t(size))) {
-    std::perror("memfd write");
-    std::abort();
-  }
+  g_input.write(data, size);
   try {
-    const auto f = mmx::gguf::File::open(g_path);
+    const auto f = mmx::gguf::File::open(g_input.path());
     check_file(*f, size);
-    const mmx::TensorStore st = mmx::TensorStore::open(g_path);
+    const mmx::TensorStore st = mmx::TensorStore::open(g_input.path());
     for (const std::string& name : st.names()) {
       try {
         const mmx::Tensor t = st.tensor(name);

@@ -7,22 +7,19 @@
 // written to a memfd and opened as /proc/self/fd/N, so no disk I/O per run.
 //
 // MMX_FUZZ_SEED_DIR=dir: on start-up, also write a few valid seed files into dir.
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "memfd_input.h"
 #include "model/safetensors.h"
 #include "model/safetensors_writer.h"
 
 namespace {
 
-int g_fd = -1;
-std::string g_path;
+MemfdInput g_input;
 
 [[noreturn]] void finding(const char* what, const std::string& detail) {
   std::fprintf(stderr, "FINDING: %s: %s\n", what, detail.c_str());
@@ -78,23 +75,15 @@ void check_store(const mmx::TensorStore& st) {
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
-  g_fd = memfd_create("safetensors_fuzz", MFD_CLOEXEC);
-  if (g_fd < 0) {
-    std::perror("memfd_create");
-    std::abort();
-  }
-  g_path = "/proc/self/fd/" + std::to_string(g_fd);
+  g_input.open("safetensors_fuzz");
   if (const char* dir = std::getenv("MMX_FUZZ_SEED_DIR")) write_seeds(dir);
   return 0;
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  if (ftruncate(g_fd, 0) != 0 || (size > 0 && pwrite(g_fd, data, size, 0) != ssize_t(size))) {
-    std::perror("memfd write");
-    std::abort();
-  }
+  g_input.write(data, size);
   try {
-    const mmx::TensorStore st = mmx::TensorStore::open(g_path);
+    const mmx::TensorStore st = mmx::TensorStore::open(g_input.path());
     check_store(st);
   } catch (const mmx::Error&) {
     // rejected cleanly: fine

@@ -5,6 +5,7 @@
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "engine/engine.h"
 
 namespace mmx {
 
@@ -31,52 +32,48 @@ Buffer prefill_logits(Model& model, const std::vector<int32_t>& ids, int64_t chu
   return logits;
 }
 
-std::vector<int32_t> generate(Model& model, const std::vector<int32_t>& prompt, int n_new,
-                              Sampler& sampler, const std::function<bool(int32_t)>& on_token, GenerateStats* stats,
-                              int64_t n_valid_vocab) {
+std::vector<int32_t> generate(Model& model, const GenRequest& r, const std::function<bool(int32_t)>& on_token,
+                              GenerateStats* stats, const GenerateOptions& o) {
   const ModelConfig& c = model.config();
-  if (prompt.empty()) fail("the prompt is empty: give at least one token");
-  if (n_new < 0) fail("number of tokens to generate must be >= 0");
-  const int64_t capacity = int64_t(prompt.size()) + n_new;
+  if (r.prompt.empty()) fail("the prompt is empty: give at least one token");
+  if (r.max_tokens < 0) fail("number of tokens to generate must be >= 0");
+  const int64_t capacity = int64_t(r.prompt.size()) + r.max_tokens;
   if (capacity > c.max_position)
-    fail("prompt ({}) + new tokens ({}) exceed the model context of {} positions", prompt.size(),
-         n_new, c.max_position);
-  KvCache kv = model.make_cache(capacity);
-  std::vector<int32_t> tokens(prompt);
-  std::vector<int32_t> positions(prompt.size());
-  for (size_t i = 0; i < positions.size(); ++i) positions[i] = int32_t(i);
-  Buffer logits(DType::kF32, {1, c.vocab_size});  // [1, vocab]
+    fail("prompt ({}) + new tokens ({}) exceed the model context of {} positions", r.prompt.size(),
+         r.max_tokens, c.max_position);
+  if (stats) *stats = GenerateStats{int64_t(r.prompt.size()), 0, 0, 0};
+  if (r.max_tokens == 0) return {};
+  EngineOptions eo;
+  eo.start_thread = false;  // stepped here, on the caller's thread
+  eo.max_running = 1;
+  eo.max_batch_tokens = o.max_batch_tokens > 0 ? o.max_batch_tokens : int64_t(r.prompt.size());
+  const int64_t page = c.kv_page();
+  eo.kv_pages = (capacity + page - 1) / page + 1;  // this request's pages, and the page past its end
+  eo.max_state_snapshots = 0;  // no prefix cache to fill
+  eo.kv_dtype = o.kv_dtype;
+  eo.n_valid_vocab = o.n_valid_vocab;
+  Engine engine(model, eo);
 
-  ForwardBatch b;
-  b.tokens = Tensor(tokens.data(), DType::kI32, {int64_t(tokens.size())});
-  b.positions = Tensor(positions.data(), DType::kI32, {int64_t(positions.size())});
-  b.pos0 = 0;
-  double t0 = now_s();
-  model.forward(b, kv, logits.t());
-  const double t1 = now_s();
-  if (stats) {
-    stats->n_prompt = int64_t(prompt.size());
-    stats->prefill_s = t1 - t0;
-  }
-  const int64_t n_sample = n_valid_vocab > 0 ? std::min(n_valid_vocab, c.vocab_size) : c.vocab_size;
   std::vector<int32_t> out;
-  int32_t tok = 0, pos = 0;
-  b.tokens = Tensor(&tok, DType::kI32, {1});
-  b.positions = Tensor(&pos, DType::kI32, {1});
-  t0 = now_s();
-  for (int i = 0; i < n_new; ++i) {
-    tok = sampler.sample(logits.f32(), n_sample);
-    out.push_back(tok);
-    if (on_token && !on_token(tok)) break;
-    if (sampler.stops(tok)) break;
-    if (i + 1 == n_new) break;
-    pos = int32_t(kv.n_past());
-    b.pos0 = kv.n_past();
-    model.forward(b, kv, logits.t());
+  std::string error;
+  bool stop = false;
+  const double t0 = now_s();
+  double t_first = t0;
+  const uint64_t id = engine.submit(r, [&](const GenEvent& e) {
+    if (e.kind == GenEvent::kError) error = e.error;
+    if (e.kind != GenEvent::kToken) return;
+    if (out.empty()) t_first = now_s();
+    out.push_back(e.token);
+    if (on_token && !on_token(e.token)) stop = true;
+  });
+  while (!stop && error.empty() && engine.step()) {
   }
+  if (stop) engine.cancel(id);
+  if (!error.empty()) fail("{}", error);
   if (stats) {
     stats->n_generated = int64_t(out.size());
-    stats->decode_s = now_s() - t0;
+    stats->prefill_s = t_first - t0;
+    stats->decode_s = now_s() - t_first;
   }
   return out;
 }

@@ -1,29 +1,33 @@
-// A single-sequence generation loop: prefill the prompt, then decode one token at a time.
-// The continuous-batching engine (serving issue) replaces this for many sequences; the CLI,
-// benchmarks and consistency tests use it for one.
+// One request, generated on the caller's thread: a thin caller of the continuous-batching Engine
+// (the same Scheduler, ModelRunner, Sampler and stop rule the server uses), over a KV pool sized
+// for just this request. The CLI, benchmarks and consistency tests use it.
 #pragma once
 
 #include <functional>
 #include <vector>
 
-#include "engine/sampler.h"
+#include "engine/engine_api.h"
 #include "model/model.h"
 
 namespace mmx {
 
 struct GenerateStats {
   int64_t n_prompt = 0, n_generated = 0;
-  double prefill_s = 0, decode_s = 0;
+  double prefill_s = 0, decode_s = 0;  // until the first token; from it to the last
 };
 
-// Generates up to n_new tokens after `prompt`. on_token(id) is called per token; returning
-// false stops early. Stops after a token the sampler's stop rule names (included in the output).
-// Throws mmx::Error for invalid ids or when prompt + n_new exceeds the model's context.
-std::vector<int32_t> generate(Model& model, const std::vector<int32_t>& prompt, int n_new,
-                              Sampler& sampler, const std::function<bool(int32_t)>& on_token, GenerateStats* stats,
-                              int64_t n_valid_vocab = 0);
-// n_valid_vocab > 0 restricts sampling to ids [0, n_valid_vocab): embedding/lm_head rows past the
-// tokenizer's vocabulary are padding (M2: 200064 rows; spec §6.1) and must never be sampled.
+struct GenerateOptions {
+  int64_t n_valid_vocab = 0;  // > 0: never sample ids >= this (padded lm_head rows; spec §6.1)
+  DType kv_dtype = DType::kF32;
+  int64_t max_batch_tokens = 0;  // prefill chunk (0 = the whole prompt in one step)
+};
+
+// Generates up to r.max_tokens tokens after r.prompt with r.sampling; stops after a token of
+// r.stop_ids (included in the output). on_token(id) is called per token; returning false stops.
+// Throws mmx::Error for an empty prompt, invalid ids, bad sampling parameters, or when prompt +
+// max_tokens exceeds the model's context.
+std::vector<int32_t> generate(Model& model, const GenRequest& r, const std::function<bool(int32_t)>& on_token,
+                              GenerateStats* stats = nullptr, const GenerateOptions& o = {});
 
 // All-position logits of `ids` [n, vocab], prefilling in chunks of `chunk` tokens (0 = all at
 // once) into a fresh cache. Used by `mmx logits` and the chunked == unchunked tests.

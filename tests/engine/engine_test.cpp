@@ -6,6 +6,7 @@
 // are the log-softmax of the logits; sampled streams agree alone / batched / preempted.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <limits>
 #include <map>
@@ -95,11 +96,24 @@ TEST_P(EngineFamilies, BatchedEqualsAlone) {
       EXPECT_EQ(batched[i].n_done_events, 1);
     }
   }
-  // The engine's greedy stream equals the single-sequence generate() loop.
-  SamplingParams greedy;
-  greedy.temperature = 0;
-  Sampler s(greedy);
-  EXPECT_EQ(generate(*model, prompts[3], 12, s, nullptr, nullptr), alone[3].ids);
+  // The greedy stream is the argmax of an independent path: one prefill of prompt + output into a
+  // fresh contiguous cache, all positions' logits (no pages, no scheduler, no sampler).
+  for (size_t i : {size_t(0), size_t(3), size_t(7)}) {
+    std::vector<int32_t> all = prompts[i];
+    all.insert(all.end(), alone[i].ids.begin(), alone[i].ids.end());
+    const Buffer lg = prefill_logits(*model, all, 0);
+    const int64_t V = model->config().vocab_size, n0 = int64_t(prompts[i].size());
+    for (size_t k = 0; k < alone[i].ids.size(); ++k) {
+      const float* row = lg.f32() + (n0 - 1 + int64_t(k)) * V;
+      EXPECT_EQ(alone[i].ids[k], int32_t(std::max_element(row, row + V) - row)) << "request " << i << " token " << k;
+    }
+  }
+  // generate() is the same engine for one request.
+  GenRequest g;
+  g.prompt = prompts[3];
+  g.sampling.temperature = 0;
+  g.max_tokens = 12;
+  EXPECT_EQ(generate(*model, g, nullptr), alone[3].ids);
 }
 
 // Prefix cache: a request whose prompt shares a prefix with an earlier one maps the cached pages

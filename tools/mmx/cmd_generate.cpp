@@ -69,17 +69,21 @@ void run_generate(const Opts& o) {
   sp.seed = o.seed ? *o.seed : std::random_device{}();
   if (!o.seed && sp.temperature > 0)
     std::fprintf(stderr, "mmx generate: sampling seed %llu (pass --seed to repeat)\n", (unsigned long long)sp.seed);
-  std::vector<int32_t> stops;
+  GenRequest req;
+  req.prompt = prompt;
+  req.sampling = sp;
+  req.max_tokens = o.n;
   if (!o.ignore_eos)
-    for (int64_t id : model->config().eos_token_ids) stops.push_back(int32_t(id));
-  Sampler sampler(sp, prompt, stops);
+    for (int64_t id : model->config().eos_token_ids) req.stop_ids.push_back(int32_t(id));
   GenerateStats st;
   MsaStats msa_stats;
   if (o.msa_stats) model->set_msa_stats(&msa_stats);
   std::optional<tok::Detokenizer> detok;
   if (tokenizer && o.ids.empty()) detok.emplace(*tokenizer, /*skip_special_tokens=*/false);
   bool first = true;
-  generate(*model, prompt, o.n, sampler,
+  GenerateOptions go;
+  go.n_valid_vocab = tokenizer ? tokenizer->vocab_size() : 0;
+  generate(*model, req,
            [&](int32_t t) {
              if (detok) std::fputs(detok->push(t).c_str(), stdout);
              else std::printf(first ? "%d" : " %d", t);
@@ -87,7 +91,7 @@ void run_generate(const Opts& o) {
              first = false;
              return true;
            },
-           &st, tokenizer ? tokenizer->vocab_size() : 0);
+           &st, go);
   if (detok) std::fputs(detok->flush().c_str(), stdout);
   std::printf("\n");
   std::fflush(stdout);  // before the stats on stderr

@@ -11,10 +11,5 @@
 #          --mmx build/tools/mmx --out results.json --md table.md
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-if [ -z "${LLAMA_CPP_DIR:-}" ]; then
-  echo "compare.sh: LLAMA_CPP_DIR is not set, so there is nothing to compare against." >&2
-  echo "  Build llama.cpp from its public source (cmake -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF" >&2
-  echo "  -DLLAMA_OPENSSL=OFF; target llama-bench) and set LLAMA_CPP_DIR to its build folder." >&2
-  exit 2
-fi
+source "$here/../llamacpp/need_llama_cpp.sh" llama-bench
 exec python3 "$here/compare.py" --llama-dir "$LLAMA_CPP_DIR" "$@"

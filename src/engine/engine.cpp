@@ -208,7 +208,7 @@ void Engine::publish_metrics(const ScheduledBatch& batch) {
 bool Engine::step() {
   std::lock_guard<std::mutex> step_lock(step_mu_);
   intake();
-  const ScheduledBatch batch = sched_->schedule(budget_.prefill_tokens(sched_->has_decodes()));
+  const ScheduledBatch batch = sched_->schedule(budget_.prefill_tokens(sched_->n_decoding(), sched_->n_starting()));
   if (batch.empty()) {  // nothing to run — or every sequence was just preempted: then retry
     publish_metrics({});
     return !sched_->waiting().empty();
@@ -217,7 +217,12 @@ bool Engine::step() {
   run(batch);
   int64_t n_decode = 0, n_prefill = 0;
   for (const ScheduledChunk& c : batch.chunks) (c.n == 1 ? n_decode : n_prefill) += c.n;
-  budget_.observe(now_s() - t0, n_decode, n_prefill);
+  const double dt = now_s() - t0;
+  budget_.observe(dt, n_decode, n_prefill);
+  if (opts_.log_steps)
+    fmt::print(stderr, "mmx step: {} decodes + {} prefill tokens in {} chunks: {:.1f} ms (learned: this many decodes {:.1f} ms, "
+               "prefill {:.1f} ms + {:.2f} ms a token)\n", n_decode, n_prefill, batch.chunks.size() - size_t(n_decode),
+               1e3 * dt, 1e3 * budget_.decode_step_s(n_decode), 1e3 * budget_.prefill_fixed_s(), 1e3 * budget_.prefill_token_s());
   sched_->retire_finished();  // finished sequences released their memory in finish()
   if (opts_.check_integrity) check_integrity();
   publish_metrics(batch);

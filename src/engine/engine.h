@@ -34,9 +34,9 @@
 namespace mmx {
 
 struct EngineOptions {
-  int64_t max_batch_tokens = 512;  // tokens per step (decodes + prefill chunks)
+  int64_t max_batch_tokens = 2048;  // tokens per step (decodes + prefill chunks); llama-server's n_batch
   // Target step time while sequences decode (StepBudget: prefill chunks shrink so decodes are not
-  // stalled): < 0 off (tests: deterministic chunking), 0 auto (3 x a decode-only step), > 0 ms.
+  // stalled): < 0 off (tests: deterministic chunking), 0 auto (StepBudget::kAutoFactor x a decode-only step), > 0 ms.
   double max_step_ms = -1;
   int64_t max_running = 16;        // sequences in flight
   int64_t max_waiting = 256;       // queue length before a kBusy refusal
@@ -49,6 +49,7 @@ struct EngineOptions {
   std::vector<int32_t> eos_ids;    // stop ids of every request that does not set ignore_eos
   bool start_thread = true;        // false: the caller drives step() (deterministic tests)
   bool check_integrity = false;    // run memory.check_integrity() after every step (tests)
+  bool log_steps = false;          // one stderr line per step: decodes, prefill tokens, seconds (tuning)
 };
 
 class Engine final : public EngineApi {

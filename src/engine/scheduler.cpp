@@ -93,8 +93,15 @@ bool Scheduler::make_room(Sequence& s, int64_t& n, ScheduledBatch& batch) {
   }
 }
 
-bool Scheduler::has_decodes() const {
-  return std::any_of(running_.begin(), running_.end(), [](const auto& s) { return s->pending() == 1; });
+int64_t Scheduler::n_decoding() const {
+  return std::count_if(running_.begin(), running_.end(), [](const auto& s) { return s->mem.kv && s->pending() == 1; });
+}
+
+int64_t Scheduler::n_starting() const {
+  const int64_t prefilling =
+      std::count_if(running_.begin(), running_.end(), [](const auto& s) { return s->mem.kv && s->pending() > 1; });
+  const int64_t free_slots = std::max<int64_t>(0, o_.max_running - int64_t(running_.size()));
+  return prefilling + std::min<int64_t>(free_slots, int64_t(waiting_.size()));
 }
 
 ScheduledBatch Scheduler::schedule(int64_t prefill_budget) {

@@ -50,7 +50,8 @@ class Scheduler {
   // Admits what fits, then plans one step (pages reserved for every chunk): decodes first, then
   // prefill chunks of at most `prefill_budget` tokens in all (StepBudget). Empty when nothing runs.
   ScheduledBatch schedule(int64_t prefill_budget = INT64_MAX);
-  bool has_decodes() const;  // a running sequence is decoding (one pending token)
+  int64_t n_decoding() const;  // running sequences with one pending token
+  int64_t n_starting() const;  // running sequences still prefilling, plus waiting ones a free slot admits
   // Drops running sequences whose memory was released (finished); returns how many remain.
   int64_t retire_finished();
 

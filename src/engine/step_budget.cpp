@@ -6,26 +6,75 @@
 namespace mmx {
 
 namespace {
-constexpr double kAlpha = 0.2;  // EWMA weight of the newest step
+constexpr double kAlpha = 0.2;  // weight of the newest step (EWMA and the decayed sums)
 double ewma(double old, double x) { return old < 0 ? x : old + kAlpha * (x - old); }
 }  // namespace
 
-int64_t StepBudget::prefill_tokens(bool decodes_running) const {
+// Weighted least squares of e = F + P·n; F = 0 (P = Σe / Σn) when the n seen barely differ;
+// F >= 0 and P > 0 are enforced (a negative intercept is noise: refit through the origin).
+void StepBudget::fit(double& f, double& p) const {
+  f = 0, p = -1;
+  if (sw_ <= 0 || sn_ <= 0) return;
+  const double mean_n = sn_ / sw_, var_n = snn_ / sw_ - mean_n * mean_n;
+  if (var_n > 0.01 * mean_n * mean_n) {
+    const double slope = (sne_ / sw_ - mean_n * se_ / sw_) / var_n;
+    const double icpt = se_ / sw_ - slope * mean_n;
+    if (slope > 0 && icpt >= 0) {
+      f = icpt, p = slope;
+      return;
+    }
+  }
+  p = se_ / sn_;
+}
+
+double StepBudget::prefill_token_s() const {
+  double f, p;
+  fit(f, p);
+  return p;
+}
+
+double StepBudget::prefill_fixed_s() const {
+  double f, p;
+  fit(f, p);
+  return f;
+}
+
+double StepBudget::decode_step_s(int64_t n_decoding) const {
+  double best = -1;
+  int64_t best_dist = std::numeric_limits<int64_t>::max();
+  for (int64_t i = 0; i < int64_t(d_.size()); ++i) {
+    const int64_t dist = i > n_decoding ? i - n_decoding : n_decoding - i;
+    if (d_[size_t(i)] >= 0 && (dist < best_dist || (dist == best_dist && i > n_decoding)))
+      best = d_[size_t(i)], best_dist = dist;
+  }
+  return best;
+}
+
+int64_t StepBudget::prefill_tokens(int64_t n_decoding, int64_t n_starting) const {
   constexpr int64_t kUnbounded = std::numeric_limits<int64_t>::max();
-  if (max_step_ms_ < 0 || !decodes_running || d_ < 0 || p_ <= 0) return kUnbounded;
-  const double target = max_step_ms_ > 0 ? max_step_ms_ / 1000.0 : kAutoFactor * d_;
-  const double n = (target - d_) / p_;
+  const double d = decode_step_s(n_decoding);
+  if (max_step_ms_ < 0 || n_decoding == 0 || n_decoding < n_starting || d < 0) return kUnbounded;
+  double f, p;
+  fit(f, p);
+  if (p <= 0) return kUnbounded;
+  const double target = max_step_ms_ > 0 ? max_step_ms_ / 1000.0 : kAutoFactor * d;
+  const double n = (target - d - f) / p;
   if (!(n < 1e15)) return kUnbounded;
   return std::max(kMinPrefill, int64_t(n));
 }
 
 void StepBudget::observe(double seconds, int64_t n_decode, int64_t n_prefill) {
   if (n_prefill == 0) {
-    if (n_decode > 0) d_ = ewma(d_, seconds);
+    if (n_decode <= 0) return;
+    if (int64_t(d_.size()) <= n_decode) d_.resize(size_t(n_decode) + 1, -1.0);
+    d_[size_t(n_decode)] = ewma(d_[size_t(n_decode)], seconds);
     return;
   }
-  const double extra = std::max(0.0, seconds - (d_ > 0 ? d_ : 0.0));  // D: the weights read once per step
-  p_ = ewma(p_, extra / double(n_prefill));
+  const double d = n_decode > 0 ? decode_step_s(n_decode) : -1;
+  const double e = std::max(0.0, seconds - std::max(d, 0.0));  // D(d): what the decodes cost anyway
+  const double n = double(n_prefill), keep = 1.0 - kAlpha;
+  sw_ = keep * sw_ + 1, sn_ = keep * sn_ + n, snn_ = keep * snn_ + n * n;
+  se_ = keep * se_ + e, sne_ = keep * sne_ + n * e;
 }
 
 }  // namespace mmx

@@ -2,31 +2,43 @@
 // past a target step time — the inter-token latency every streaming client sees (a 512-token
 // prefill chunk on an M2-sized model made decodes wait seconds: the engine-house issue measured
 // ITL p99 3.8 s against llama-server's 0.5 s). It learns from the steps the engine runs:
-//   D = EWMA of the time of steps that only decode,
-//   P = EWMA of the extra seconds per prefill token in steps that also prefill,
-// and allows (target - D) / P prefill tokens (at least kMinPrefill, so prefills progress), where
-// target = max_step_ms, or in auto mode kAutoFactor × D. Unbounded while nothing decodes (nobody
-// waits) and until both D and P have been seen once.
+//   D(d) = EWMA of the time of steps that only decode d sequences (one per d: 8 decodes of an MoE
+//          read far more experts than 1; an unseen d takes the nearest d seen);
+//   F, P = a line fitted (exponentially weighted least squares) to the extra seconds of steps
+//          that also prefill n tokens: extra ≈ F + P·n. F is what any prefill costs at all (an
+//          MoE chunk of a few tokens already touches most experts); with one n seen, F = 0;
+// and allows (target - D(d) - F) / P prefill tokens beside d decodes (at least kMinPrefill, so
+// prefills progress), where target = max_step_ms, or in auto mode kAutoFactor × D(d).
+// Unbounded while nothing decodes (nobody waits), until D and P have been seen, and while fewer
+// sequences decode than wait to start: a stall then delays fewer streams than it lets begin (the
+// burst of a wave of requests is prefilled at full speed instead of a few tokens a step).
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace mmx {
 
 class StepBudget {
  public:
-  static constexpr double kAutoFactor = 3.0;
+  static constexpr double kAutoFactor = 1.5;
   static constexpr int64_t kMinPrefill = 16;
   // max_step_ms < 0: off (only the engine's token budget); 0: auto; > 0: that target.
   explicit StepBudget(double max_step_ms) : max_step_ms_(max_step_ms) {}
-  int64_t prefill_tokens(bool decodes_running) const;
+  // n_decoding: sequences with one pending token; n_starting: prefilling ones plus those that
+  // can be admitted now.
+  int64_t prefill_tokens(int64_t n_decoding, int64_t n_starting) const;
   void observe(double seconds, int64_t n_decode, int64_t n_prefill);
-  double decode_step_s() const { return d_; }
-  double prefill_token_s() const { return p_; }
+  double decode_step_s(int64_t n_decoding) const;  // D(d) (< 0: no decode-only step seen yet)
+  double prefill_token_s() const;  // P (< 0: not seen yet)
+  double prefill_fixed_s() const;  // F
 
  private:
+  void fit(double& f, double& p) const;
   double max_step_ms_;
-  double d_ = -1, p_ = -1;  // < 0: not seen yet
+  std::vector<double> d_;  // D(d) at index d; < 0: not seen
+  // Decayed sums over prefill steps (n tokens, e extra seconds): weight, n, n², e, n·e.
+  double sw_ = 0, sn_ = 0, snn_ = 0, se_ = 0, sne_ = 0;
 };
 
 }  // namespace mmx

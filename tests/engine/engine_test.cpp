@@ -487,26 +487,69 @@ TEST(Engine, ThreadedServesConcurrentSubmitters) {
 namespace mmx {
 namespace {
 
-// StepBudget learns D (decode-only step) and P (seconds per prefill token) and allows
-// (target - D) / P prefill tokens while decodes run; unbounded when off, before it has learned,
-// or when nothing decodes; never below kMinPrefill.
+// StepBudget learns D (decode-only step) and the line F + P·n through the extra seconds of
+// steps that prefill n tokens, and allows (target - D - F) / P prefill tokens while decodes run;
+// unbounded when off, before it has learned, when nothing decodes, or when fewer sequences decode
+// than wait to start; never below kMinPrefill.
 TEST(StepBudget, BoundsPrefillOnceLearned) {
   constexpr int64_t kInf = std::numeric_limits<int64_t>::max();
   StepBudget off(-1), autob(0), fixed(50);
   for (StepBudget* b : {&off, &autob, &fixed}) {
-    EXPECT_EQ(b->prefill_tokens(true), kInf);  // nothing learned yet
+    EXPECT_EQ(b->prefill_tokens(8, 1), kInf);  // nothing learned yet
     b->observe(0.100, 8, 0);                   // decode-only step: D = 0.1 s
-    EXPECT_EQ(b->prefill_tokens(true), kInf);  // P unknown
-    b->observe(0.100 + 100 * 0.010, 8, 100);   // + 100 prefill tokens at 10 ms each: P = 0.01
+    EXPECT_EQ(b->prefill_tokens(8, 1), kInf);  // P unknown
+    b->observe(0.100 + 100 * 0.001, 8, 100);   // + 100 prefill tokens at 1 ms each: P = 0.001
   }
-  EXPECT_EQ(off.prefill_tokens(true), kInf);
-  EXPECT_NEAR(double(autob.prefill_tokens(true)), (3 * 0.100 - 0.100) / 0.010, 1.0);  // 20
-  EXPECT_EQ(autob.prefill_tokens(false), kInf);  // nobody waits
-  EXPECT_EQ(fixed.prefill_tokens(true), StepBudget::kMinPrefill);  // 50 ms < D: progress only
+  EXPECT_EQ(off.prefill_tokens(8, 1), kInf);
+  EXPECT_NEAR(autob.prefill_token_s(), 0.001, 1e-12);
+  EXPECT_EQ(autob.prefill_fixed_s(), 0.0);  // one n seen: no intercept
+  EXPECT_NEAR(double(autob.prefill_tokens(8, 1)), (StepBudget::kAutoFactor * 0.100 - 0.100) / 0.001, 1.0);  // 50
+  EXPECT_EQ(autob.prefill_tokens(0, 1), kInf);  // nobody waits
+  EXPECT_EQ(autob.prefill_tokens(2, 3), kInf);  // fewer decode than wait to start
+  EXPECT_NEAR(double(autob.prefill_tokens(3, 3)), 50.0, 1.0);
+  EXPECT_EQ(fixed.prefill_tokens(8, 1), StepBudget::kMinPrefill);  // 50 ms < D: progress only
   StepBudget wide(1100);
   wide.observe(0.100, 8, 0);
   wide.observe(1.100, 8, 100);
-  EXPECT_NEAR(double(wide.prefill_tokens(true)), 100.0, 1.0);
+  EXPECT_NEAR(double(wide.prefill_tokens(8, 1)), 100.0, 1.0);
+}
+
+// D is learned per number of decodes (8 decodes of an MoE cost far more than 1); a count not
+// seen yet takes the nearest one seen, the larger on a tie.
+TEST(StepBudget, DecodeStepPerCount) {
+  StepBudget b(0);
+  EXPECT_LT(b.decode_step_s(4), 0.0);
+  b.observe(0.2, 1, 0);
+  b.observe(1.0, 8, 0);
+  EXPECT_DOUBLE_EQ(b.decode_step_s(1), 0.2);
+  EXPECT_DOUBLE_EQ(b.decode_step_s(8), 1.0);
+  EXPECT_DOUBLE_EQ(b.decode_step_s(3), 0.2);
+  EXPECT_DOUBLE_EQ(b.decode_step_s(6), 1.0);
+  EXPECT_DOUBLE_EQ(b.decode_step_s(12), 1.0);
+  // The extra of a prefill step is measured over D of its own decode count.
+  b.observe(1.0 + 0.5, 8, 100);
+  EXPECT_NEAR(b.prefill_token_s(), 0.005, 1e-12);
+  EXPECT_NEAR(double(b.prefill_tokens(8, 1)), (StepBudget::kAutoFactor * 1.0 - 1.0) / 0.005, 1.0);  // 100
+  EXPECT_NEAR(double(b.prefill_tokens(1, 1)), (StepBudget::kAutoFactor * 0.2 - 0.2) / 0.005, 1.0);  // 20
+}
+
+// With chunks of different sizes the fixed cost of any prefill (F) is separated from the cost
+// per token (P): extra = 0.2 s + 5 ms · n is recovered exactly, and the budget leaves room for F.
+TEST(StepBudget, FitsFixedAndPerTokenCost) {
+  StepBudget b(1000);  // 1 s target
+  b.observe(0.300, 8, 0);  // D(8) = 0.3 s
+  for (int64_t n : {16, 64, 200, 32, 128})
+    b.observe(0.300 + 0.200 + 0.005 * double(n), 8, n);
+  EXPECT_NEAR(b.prefill_fixed_s(), 0.200, 1e-9);
+  EXPECT_NEAR(b.prefill_token_s(), 0.005, 1e-12);
+  EXPECT_NEAR(double(b.prefill_tokens(8, 1)), (1.0 - 0.3 - 0.2) / 0.005, 1.0);  // 100, not 140
+  // A negative intercept (noise) falls back to the line through the origin.
+  StepBudget c(1000);
+  c.observe(0.300, 8, 0);
+  c.observe(0.300 + 0.010 * 100, 8, 100);
+  c.observe(0.300 + 0.001 * 10, 8, 10);
+  EXPECT_EQ(c.prefill_fixed_s(), 0.0);
+  EXPECT_NEAR(c.prefill_token_s(), (1.0 * 0.8 + 0.01) / (100 * 0.8 + 10), 1e-12);
 }
 
 }  // namespace

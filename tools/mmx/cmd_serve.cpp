@@ -143,6 +143,8 @@ void add_serve(CLI::App& app, Action& action) {
       ->capture_default_str()->check(CLI::PositiveNumber);
   c->add_option("--max-running", o->engine.max_running, "Engine: sequences decoded together")
       ->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_flag("--log-steps", o->engine.log_steps,
+              "Engine: print one line per step to stderr (decodes, prefill tokens, time, what the step budget learned)");
   c->add_option("--default-max-tokens", o->server.default_max_tokens,
                 "max_tokens of requests that give none (0 = up to the context)")
       ->capture_default_str()

@@ -164,12 +164,15 @@ def main():
     ap.add_argument("--max-tokens", type=int, default=48)
     ap.add_argument("--vocab-range", default="1000,100000", help="prompt ids are drawn from [lo, hi)")
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--mmx-args", default="", help="extra `mmx serve` arguments (space-separated)")
+    ap.add_argument("--mmx-args", default="", help="extra `mmx serve` arguments of every mmx run (space-separated)")
     ap.add_argument("--llama-args", default="", help="extra llama-server arguments (space-separated)")
     ap.add_argument("--timeout", type=float, default=600, help="seconds per request")
     ap.add_argument("--logs", default="/tmp/serving-compare", help="server logs go here")
     ap.add_argument("--out", help="write every round as JSON here")
-    ap.add_argument("--only", choices=["llama-server", "mmx"], help="run one engine (tuning; no ratios)")
+    ap.add_argument("--variant", action="append", default=[],
+                    help="NAME=ARGS: one more mmx server with these extra arguments (repeatable), e.g. "
+                         "'batch512=--max-batch-tokens 512'")
+    ap.add_argument("--no-llama", action="store_true", help="mmx runs only (tuning; no ratios)")
     args = ap.parse_args()
 
     exe = None
@@ -191,14 +194,18 @@ def main():
                 "-tb", str(args.threads), "-np", str(args.parallel), "-c", str(ctx), "--no-webui",
                 "--no-warmup"] + args.llama_args.split()
 
-    def mmx_argv(port):
-        return [args.mmx, "serve", "-m", args.mmx_model or args.gguf, "--host", "127.0.0.1", "--port", str(port),
-                "-t", str(args.threads), "--max-running", str(args.parallel),
-                "--http-threads", str(args.clients + 4)] + args.mmx_args.split()
+    def mmx_argv(extra):
+        return lambda port: [args.mmx, "serve", "-m", args.mmx_model or args.gguf, "--host", "127.0.0.1",
+                             "--port", str(port), "-t", str(args.threads), "--max-running", str(args.parallel),
+                             "--http-threads", str(args.clients + 4)] + extra.split()
 
-    engines = {"llama-server": llama_argv, "mmx": mmx_argv}
-    if args.only:
-        engines = {args.only: engines[args.only]}
+    engines = {} if args.no_llama else {"llama-server": llama_argv}
+    engines["mmx"] = mmx_argv(args.mmx_args)
+    for v in args.variant:
+        name, _, extra = v.partition("=")
+        if not name or name in engines:
+            sys.exit(f"compare.py: --variant '{v}': give NAME=ARGS with a new NAME")
+        engines[name] = mmx_argv(args.mmx_args + " " + extra)
     n_req = args.clients * args.requests
     rounds = {e: [] for e in engines}
     for r in range(args.rounds):
@@ -231,18 +238,21 @@ def main():
             ("itl_p99_ms", "ITL p99 ms", False)]
     print(f"\n{args.clients} streaming clients x {args.requests} requests, {args.prompt_tokens}-token prompts, "
           f"{args.max_tokens} generated, temperature 0, -t {args.threads}, {args.parallel} in flight; "
-          f"medians of {args.rounds} rounds\n")
-    if args.only:
-        for k, label, _ in keys:
-            print(f"{label}: {med(args.only, k):.2f}")
-        engines = {}
-    else:
-        print("| | llama-server | mmx | mmx vs llama-server |")
-        print("|---|---|---|---|")
-    for k, label, higher_better in (keys if not args.only else []):
-        a, b = med("llama-server", k), med("mmx", k)
-        ratio = (b / a) if higher_better else (a / b if b else float("nan"))
-        print(f"| {label} | {a:.2f} | {b:.2f} | {ratio:.2f}× {'(higher is better)' if higher_better else '(llama ÷ mmx)'} |")
+          f"medians of {args.rounds} rounds; ratios: vs llama-server, > 1 is better for mmx\n")
+    names = list(engines)
+    mine = [e for e in names if e != "llama-server"]
+    base = "llama-server" in engines
+    print("| | " + " | ".join(names) + " |" + "".join(f" {e} vs llama-server |" for e in mine if base))
+    print("|---|" + "---|" * (len(names) + (len(mine) if base else 0)))
+    for k, label, higher_better in keys:
+        row = f"| {label} | " + " | ".join(f"{med(e, k):.2f}" for e in names) + " |"
+        if base:
+            a = med("llama-server", k)
+            for e in mine:
+                b = med(e, k)
+                ratio = (b / a) if higher_better else (a / b if b else float("nan"))
+                row += f" {ratio:.2f}× |"
+        print(row)
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"args": vars(args), "rounds": rounds}, f, indent=1)

@@ -6,7 +6,8 @@
 #
 #   LLAMA_CPP_DIR=~/llama.cpp/build bench/serving/compare.sh --gguf FILE.gguf [options]
 #   options (compare.py --help): --clients 8 --requests 3 --prompt-tokens 200 --max-tokens 48
-#          --threads 2 --parallel 8 --rounds 2 --mmx-args '--max-step-ms 0' --out results.json
+#          --threads 2 --parallel 8 --rounds 2 --mmx-args '--kv-dtype bf16' --out results.json
+#          --variant 'NAME=ARGS' (one more mmx server per variant) --no-llama (tuning)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../llamacpp/need_llama_cpp.sh" llama-server

@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -265,6 +266,14 @@ void Engine::loop() {
                stats_.requests_waiting > 0;
       });
       if (stop_) return;
+      // Idle and woken by a submit: let the rest of a burst arrive (at most batch_wait_ms).
+      if (opts_.batch_wait_ms > 0 && stats_.requests_running == 0 && stats_.requests_waiting == 0 &&
+          int64_t(inbox_.size()) < opts_.max_running) {
+        const auto until = std::chrono::steady_clock::now() +
+                           std::chrono::microseconds(int64_t(opts_.batch_wait_ms * 1000));
+        cv_.wait_until(l, until, [&] { return stop_ || int64_t(inbox_.size()) >= opts_.max_running; });
+        if (stop_) return;
+      }
     }
     try {
       step();

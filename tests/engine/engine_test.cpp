@@ -7,7 +7,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <filesystem>
+#include <mutex>
 #include <limits>
 #include <map>
 #include <random>
@@ -322,6 +325,43 @@ INSTANTIATE_TEST_SUITE_P(Archs, EngineFamilies, ::testing::Values("minimax_m2", 
 
 // Logprobs (and the top alternatives) are the log-softmax of the model's logits at each step,
 // checked against an fp64 log-softmax of prefill_logits over the prompt + the sampled tokens.
+// An idle engine holds a lone request for batch_wait_ms so a burst can join its first step, and
+// starts at once when the burst fills max_running. Only lower bounds and a generous upper bound
+// on time (the tiny model's steps take milliseconds).
+TEST(Engine, IdleEngineWaitsForABurst) {
+  auto model = load_model(tiny_dir("minimax_m2"));
+  using clk = std::chrono::steady_clock;
+  auto first_token_after = [&](int n_requests, double wait_ms) {
+    EngineOptions o;
+    o.max_running = 2;
+    o.batch_wait_ms = wait_ms;
+    Engine e(*model, o);
+    std::mutex mu;
+    std::condition_variable cv;
+    int done = 0;
+    clk::time_point first{};
+    const clk::time_point t0 = clk::now();
+    for (int i = 0; i < n_requests; ++i) {
+      GenRequest r;
+      r.prompt = prompt(5, 40 + uint64_t(i));
+      r.sampling.temperature = 0;
+      r.max_tokens = 2;
+      e.submit(r, [&](const GenEvent& ev) {
+        std::lock_guard<std::mutex> l(mu);
+        if (ev.kind == GenEvent::kToken && first == clk::time_point{}) first = clk::now();
+        if (ev.kind != GenEvent::kToken) ++done;
+        cv.notify_all();
+      });
+    }
+    std::unique_lock<std::mutex> l(mu);
+    cv.wait(l, [&] { return done == n_requests; });
+    return std::chrono::duration<double, std::milli>(first - t0).count();
+  };
+  EXPECT_GE(first_token_after(1, 300), 300.0);  // alone: it waited for company
+  EXPECT_LT(first_token_after(2, 5000), 4000.0);  // a full burst starts at once
+  EXPECT_LT(first_token_after(1, 0), 4000.0);
+}
+
 TEST(Engine, LogprobsAreTheLogSoftmaxOfTheLogits) {
   auto model = load_model(tiny_dir("minimax_m2"));
   EngineOptions o;

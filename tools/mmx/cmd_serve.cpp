@@ -143,6 +143,10 @@ void add_serve(CLI::App& app, Action& action) {
       ->capture_default_str()->check(CLI::PositiveNumber);
   c->add_option("--max-running", o->engine.max_running, "Engine: sequences decoded together")
       ->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_option("--batch-wait-ms", o->engine.batch_wait_ms,
+                "Engine: when idle, a request waits up to this long for others to join its first step, so a "
+                "burst of requests is prefilled together and decodes in step (0 = start at once)")
+      ->capture_default_str()->check(CLI::Range(0.0, 1000.0));
   c->add_flag("--log-steps", o->engine.log_steps,
               "Engine: print one line per step to stderr (decodes, prefill tokens, time, what the step budget learned)");
   c->add_option("--default-max-tokens", o->server.default_max_tokens,

@@ -220,10 +220,12 @@ bool Engine::step() {
   for (const ScheduledChunk& c : batch.chunks) (c.n == 1 ? n_decode : n_prefill) += c.n;
   const double dt = now_s() - t0;
   budget_.observe(dt, n_decode, n_prefill);
-  if (opts_.log_steps)
+  if (opts_.log_steps) {
+    const StepBudget::PrefillCost pc = budget_.prefill_cost();
     fmt::print(stderr, "mmx step: {} decodes + {} prefill tokens in {} chunks: {:.1f} ms (learned: this many decodes {:.1f} ms, "
                "prefill {:.1f} ms + {:.2f} ms a token)\n", n_decode, n_prefill, batch.chunks.size() - size_t(n_decode),
-               1e3 * dt, 1e3 * budget_.decode_step_s(n_decode), 1e3 * budget_.prefill_fixed_s(), 1e3 * budget_.prefill_token_s());
+               1e3 * dt, 1e3 * budget_.decode_step_s(n_decode), 1e3 * pc.fixed_s, 1e3 * pc.token_s);
+  }
   sched_->retire_finished();  // finished sequences released their memory in finish()
   if (opts_.check_integrity) check_integrity();
   publish_metrics(batch);

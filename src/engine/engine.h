@@ -4,7 +4,8 @@
 //   ModelRunner (model_runner.h)  one fused forward over the chunks -> logits rows;
 //   Sampler     (sampler.h)       logits row -> token (penalties, filters, seeded RNG), the stop rule.
 //
-// One engine thread runs step() in a loop:
+// One engine thread runs step() in a loop (a request that wakes an idle engine first waits up to
+// batch_wait_ms for the rest of a burst, so the burst is prefilled in one step and decodes in step):
 //   intake:   move submitted requests into the scheduler's queue, drop cancelled ones (their
 //             memory is freed there — or at once inside cancel() when no step is running);
 //   schedule: Scheduler::schedule() admits and plans the step (pages reserved), prefill chunks

@@ -1,7 +1,6 @@
 #include "engine/generate.h"
 
 #include <algorithm>
-#include <chrono>
 
 #include "base/clock.h"
 #include "base/error.h"

@@ -12,31 +12,15 @@ double ewma(double old, double x) { return old < 0 ? x : old + kAlpha * (x - old
 
 // Weighted least squares of e = F + P·n; F = 0 (P = Σe / Σn) when the n seen barely differ;
 // F >= 0 and P > 0 are enforced (a negative intercept is noise: refit through the origin).
-void StepBudget::fit(double& f, double& p) const {
-  f = 0, p = -1;
-  if (sw_ <= 0 || sn_ <= 0) return;
+StepBudget::PrefillCost StepBudget::prefill_cost() const {
+  if (sw_ <= 0 || sn_ <= 0) return {};
   const double mean_n = sn_ / sw_, var_n = snn_ / sw_ - mean_n * mean_n;
   if (var_n > 0.01 * mean_n * mean_n) {
     const double slope = (sne_ / sw_ - mean_n * se_ / sw_) / var_n;
     const double icpt = se_ / sw_ - slope * mean_n;
-    if (slope > 0 && icpt >= 0) {
-      f = icpt, p = slope;
-      return;
-    }
+    if (slope > 0 && icpt >= 0) return {icpt, slope};
   }
-  p = se_ / sn_;
-}
-
-double StepBudget::prefill_token_s() const {
-  double f, p;
-  fit(f, p);
-  return p;
-}
-
-double StepBudget::prefill_fixed_s() const {
-  double f, p;
-  fit(f, p);
-  return f;
+  return {0, se_ / sn_};
 }
 
 double StepBudget::decode_step_s(int64_t n_decoding) const {
@@ -54,11 +38,10 @@ int64_t StepBudget::prefill_tokens(int64_t n_decoding, int64_t n_starting) const
   constexpr int64_t kUnbounded = std::numeric_limits<int64_t>::max();
   const double d = decode_step_s(n_decoding);
   if (max_step_ms_ < 0 || n_decoding == 0 || n_decoding < n_starting || d < 0) return kUnbounded;
-  double f, p;
-  fit(f, p);
-  if (p <= 0) return kUnbounded;
+  const PrefillCost c = prefill_cost();
+  if (c.token_s <= 0) return kUnbounded;
   const double target = max_step_ms_ > 0 ? max_step_ms_ / 1000.0 : kAutoFactor * d;
-  const double n = (target - d - f) / p;
+  const double n = (target - d - c.fixed_s) / c.token_s;
   if (!(n < 1e15)) return kUnbounded;
   return std::max(kMinPrefill, int64_t(n));
 }

@@ -21,6 +21,10 @@ namespace mmx {
 
 class StepBudget {
  public:
+  struct PrefillCost {
+    double fixed_s = 0;   // F
+    double token_s = -1;  // P (< 0: no prefill step seen yet)
+  };
   static constexpr double kAutoFactor = 1.5;
   static constexpr int64_t kMinPrefill = 16;
   // max_step_ms < 0: off (only the engine's token budget); 0: auto; > 0: that target.
@@ -30,11 +34,9 @@ class StepBudget {
   int64_t prefill_tokens(int64_t n_decoding, int64_t n_starting) const;
   void observe(double seconds, int64_t n_decode, int64_t n_prefill);
   double decode_step_s(int64_t n_decoding) const;  // D(d) (< 0: no decode-only step seen yet)
-  double prefill_token_s() const;  // P (< 0: not seen yet)
-  double prefill_fixed_s() const;  // F
+  PrefillCost prefill_cost() const;  // the fitted line extra ≈ F + P·n
 
  private:
-  void fit(double& f, double& p) const;
   double max_step_ms_;
   std::vector<double> d_;  // D(d) at index d; < 0: not seen
   // Decayed sums over prefill steps (n tokens, e extra seconds): weight, n, n², e, n·e.

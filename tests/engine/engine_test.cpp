@@ -541,8 +541,8 @@ TEST(StepBudget, BoundsPrefillOnceLearned) {
     b->observe(0.100 + 100 * 0.001, 8, 100);   // + 100 prefill tokens at 1 ms each: P = 0.001
   }
   EXPECT_EQ(off.prefill_tokens(8, 1), kInf);
-  EXPECT_NEAR(autob.prefill_token_s(), 0.001, 1e-12);
-  EXPECT_EQ(autob.prefill_fixed_s(), 0.0);  // one n seen: no intercept
+  EXPECT_NEAR(autob.prefill_cost().token_s, 0.001, 1e-12);
+  EXPECT_EQ(autob.prefill_cost().fixed_s, 0.0);  // one n seen: no intercept
   EXPECT_NEAR(double(autob.prefill_tokens(8, 1)), (StepBudget::kAutoFactor * 0.100 - 0.100) / 0.001, 1.0);  // 50
   EXPECT_EQ(autob.prefill_tokens(0, 1), kInf);  // nobody waits
   EXPECT_EQ(autob.prefill_tokens(2, 3), kInf);  // fewer decode than wait to start
@@ -568,7 +568,7 @@ TEST(StepBudget, DecodeStepPerCount) {
   EXPECT_DOUBLE_EQ(b.decode_step_s(12), 1.0);
   // The extra of a prefill step is measured over D of its own decode count.
   b.observe(1.0 + 0.5, 8, 100);
-  EXPECT_NEAR(b.prefill_token_s(), 0.005, 1e-12);
+  EXPECT_NEAR(b.prefill_cost().token_s, 0.005, 1e-12);
   EXPECT_NEAR(double(b.prefill_tokens(8, 1)), (StepBudget::kAutoFactor * 1.0 - 1.0) / 0.005, 1.0);  // 100
   EXPECT_NEAR(double(b.prefill_tokens(1, 1)), (StepBudget::kAutoFactor * 0.2 - 0.2) / 0.005, 1.0);  // 20
 }
@@ -580,16 +580,16 @@ TEST(StepBudget, FitsFixedAndPerTokenCost) {
   b.observe(0.300, 8, 0);  // D(8) = 0.3 s
   for (int64_t n : {16, 64, 200, 32, 128})
     b.observe(0.300 + 0.200 + 0.005 * double(n), 8, n);
-  EXPECT_NEAR(b.prefill_fixed_s(), 0.200, 1e-9);
-  EXPECT_NEAR(b.prefill_token_s(), 0.005, 1e-12);
+  EXPECT_NEAR(b.prefill_cost().fixed_s, 0.200, 1e-9);
+  EXPECT_NEAR(b.prefill_cost().token_s, 0.005, 1e-12);
   EXPECT_NEAR(double(b.prefill_tokens(8, 1)), (1.0 - 0.3 - 0.2) / 0.005, 1.0);  // 100, not 140
   // A negative intercept (noise) falls back to the line through the origin.
   StepBudget c(1000);
   c.observe(0.300, 8, 0);
   c.observe(0.300 + 0.010 * 100, 8, 100);
   c.observe(0.300 + 0.001 * 10, 8, 10);
-  EXPECT_EQ(c.prefill_fixed_s(), 0.0);
-  EXPECT_NEAR(c.prefill_token_s(), (1.0 * 0.8 + 0.01) / (100 * 0.8 + 10), 1e-12);
+  EXPECT_EQ(c.prefill_cost().fixed_s, 0.0);
+  EXPECT_NEAR(c.prefill_cost().token_s, (1.0 * 0.8 + 0.01) / (100 * 0.8 + 10), 1e-12);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include "base/json_nesting.h"
 #include "server/api_error.h"
+#include "server/request_fields.h"
 #include "tokenizer/unicode.h"
 
 namespace mmx::server {
@@ -148,6 +149,9 @@ void parse_common(const ojson& b, GenerationParams& p, bool chat, const Sampling
     const ojson& so = b.at("stream_options");
     if (!so.is_object()) bad_request("'stream_options' must be an object", "stream_options");
     if (has(so, "include_usage")) p.include_usage = get_bool(so, "include_usage");
+    for (const auto& [k, v] : so.items())
+      if (k != "include_usage" && !v.is_null())
+        bad_request("'stream_options." + k + "' is not supported (only include_usage)", "stream_options");
   }
   if (chat) {
     // Chat: logprobs is a boolean, top_logprobs a count.
@@ -240,6 +244,7 @@ ojson parse_body(const std::string& body) {
 
 ChatRequest parse_chat_request(const ojson& b, const SamplingParams& defaults) {
   ChatRequest r;
+  check_fields(b, Endpoint::kChat);
   parse_common(b, r, /*chat=*/true, defaults);
   if (!b.contains("messages")) bad_request("'messages' is required", "messages");
   check_messages(b.at("messages"));
@@ -249,19 +254,19 @@ ChatRequest parse_chat_request(const ojson& b, const SamplingParams& defaults) {
     if (!b.at("tools").empty()) r.tools = b.at("tools");
   }
   if (has(b, "tool_choice")) {
+    // "required" and a named function need the output forced into a tool call (constrained
+    // decoding, not implemented yet): refused rather than quietly treated as "auto".
     const ojson& tc = b.at("tool_choice");
-    if (tc.is_string()) {
+    if (tc.is_string() && (tc == "auto" || tc == "none")) {
       r.tool_choice = tc.get<std::string>();
-      if (r.tool_choice != "auto" && r.tool_choice != "none" && r.tool_choice != "required")
-        bad_request("'tool_choice' must be \"auto\", \"none\", \"required\" or a named function", "tool_choice");
-    } else if (tc.is_object() && tc.contains("function") && tc["function"].is_object() &&
-               tc["function"].contains("name") && tc["function"]["name"].is_string()) {
-      r.tool_choice = tc["function"]["name"].get<std::string>();
+    } else if (tc == "required" || (tc.is_object() && tc.contains("function"))) {
+      bad_request("'tool_choice' " + std::string(tc.is_string() ? "\"required\"" : "naming a function") +
+                      " is not supported yet: forcing a tool call needs constrained decoding. Send \"auto\" "
+                      "(with only the wanted tool in 'tools' to steer the model)",
+                  "tool_choice");
     } else {
-      bad_request("'tool_choice' must be \"auto\", \"none\", \"required\" or a named function", "tool_choice");
+      bad_request("'tool_choice' must be \"auto\" or \"none\"", "tool_choice");
     }
-    if (r.tool_choice != "auto" && r.tool_choice != "none" && r.tools.is_null())
-      bad_request("'tool_choice' needs 'tools'", "tool_choice");
   }
   if (r.tool_choice == "none") r.tools = nullptr;  // the model is not told about tools at all
   if (has(b, "chat_template_kwargs")) {
@@ -274,6 +279,7 @@ ChatRequest parse_chat_request(const ojson& b, const SamplingParams& defaults) {
 
 CompletionRequest parse_completion_request(const ojson& b, const SamplingParams& defaults) {
   CompletionRequest r;
+  check_fields(b, Endpoint::kCompletion);
   parse_common(b, r, /*chat=*/false, defaults);
   if (!b.contains("prompt")) bad_request("'prompt' is required", "prompt");
   ojson p = b.at("prompt");

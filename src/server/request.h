@@ -2,7 +2,8 @@
 //
 // Everything a client can get wrong is checked here and reported as ApiError 400 naming the
 // field: malformed JSON, invalid UTF-8, wrong types, out-of-range sampling parameters, unknown
-// roles. Unknown fields are ignored (as the OpenAI API and vLLM do). Limits that need the model
+// roles. Which top-level fields are known, honoured or refused is request_fields.h's table
+// (unknown fields are 400, as OpenAI answers them). Limits that need the model
 // (prompt longer than the context, token ids outside the vocabulary) are checked by the routes.
 #pragma once
 
@@ -44,7 +45,7 @@ struct GenerationParams {
 struct ChatRequest : GenerationParams {
   ojson messages;                  // array of {role, content, ...} (roles checked)
   ojson tools;                     // array, or null when absent or tool_choice == "none"
-  std::string tool_choice = "auto";  // "auto" | "none" | "required" | a function name
+  std::string tool_choice = "auto";  // "auto" | "none" ("required" and named ones are refused)
   ojson template_kwargs;           // chat_template_kwargs object, or null
 };
 

@@ -452,14 +452,6 @@ void Server::handle_chat(const std::string& body, httplib::Response& res) {
     ChatRequest cr = parse_chat_request(parse_body(body), model_.sampling);
     if (!cr.has_seed) cr.sampling.seed = next_seed();
     check_model(cr.model);
-    if (cr.tool_choice != "auto" && cr.tool_choice != "none" && cr.tool_choice != "required") {
-      // A named function: only that tool is offered.
-      ojson only = ojson::array();
-      for (const ojson& t : cr.tools)
-        if (t["function"]["name"] == cr.tool_choice) only.push_back(t);
-      if (only.empty()) bad_request("'tool_choice' names a function that is not in 'tools'", "tool_choice");
-      cr.tools = only;
-    }
     const int64_t ctx = engine_.context_limit();
     ChatPrompt p = build_chat_prompt(model_, cr, opts_.drop_reasoning_over, ctx, opts_.special_in_content);
     if (p.dropped_reasoning_turns > 0) metrics_.count_dropped_reasoning(p.dropped_reasoning_turns);

@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "server/request_fields.h"
 #include "server_fixture.h"
 
 namespace mmx::server {
@@ -179,18 +180,18 @@ TEST_F(ServerTest, ParallelToolCalls) {
   EXPECT_EQ(finish, "tool_calls");
 }
 
-TEST_F(ServerTest, ToolChoiceNoneAndNamedAndHistoryArgumentsAsStrings) {
+TEST_F(ServerTest, ToolChoiceNoneRequiredNamedAndHistoryArgumentsAsStrings) {
   start();
   post_json("/v1/chat/completions", chat_body({{"tools", tools_json()}, {"tool_choice", "none"}}));
   std::string prompt = TinyAssets::get().decode(engine.requests().back().prompt);
   EXPECT_EQ(prompt.find("<tools>"), std::string::npos) << "tool_choice none must hide the tools";
-  post_json("/v1/chat/completions",
-            chat_body({{"tools", tools_json()}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_time"}}}}}}));
-  prompt = TinyAssets::get().decode(engine.requests().back().prompt);
-  EXPECT_EQ(prompt.find("get_weather"), std::string::npos);
-  EXPECT_NE(prompt.find("get_time"), std::string::npos);
-  expect_error(post("/v1/chat/completions", chat_body({{"tools", tools_json()}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "nope"}}}}}}).dump()),
-               400, "named tool not in tools");
+  // Forcing a call ("required", a named function) needs constrained decoding: refused, not
+  // quietly treated as "auto".
+  for (const json& tc : {json("required"), json({{"type", "function"}, {"function", {{"name", "get_time"}}}})}) {
+    auto r = post("/v1/chat/completions", chat_body({{"tools", tools_json()}, {"tool_choice", tc}}).dump());
+    expect_error(r, 400, "tool_choice " + tc.dump());
+    EXPECT_EQ(json::parse(r->body)["error"]["param"], "tool_choice");
+  }
   // An OpenAI-style history: arguments as a JSON string, then the tool result.
   json msgs = json::parse(R"([
     {"role": "user", "content": "Weather in Paris?"},
@@ -592,6 +593,84 @@ TEST_F(ServerTest, MalformedInputs) {
   // Still serving.
   json r = post_json(chat, chat_body());
   EXPECT_EQ(r["choices"][0]["message"]["content"], "Hello there, friend!");
+}
+
+// Every top-level field of request_fields.h's table, per endpoint: honoured and no-effect fields
+// are accepted, a default-only field at its default is accepted and at another value is 400
+// naming it, a refused field is 400 naming it, and a field in no set is 400 naming it.
+TEST_F(ServerTest, EveryFieldIsHonouredOrRefusedByName) {
+  start();
+  struct Case {
+    const char* field;
+    json ok;   // null: no accepted value
+    json bad;  // null: no refused value
+  };
+  const Case chat_cases[] = {
+      {"user", "u-1", nullptr},
+      {"safety_identifier", "s-1", nullptr},
+      {"metadata", {{"k", "v"}}, nullptr},
+      {"prompt_cache_key", "pk", nullptr},
+      {"prediction", {{"type", "content"}, {"content", "x"}}, nullptr},
+      {"store", false, true},
+      {"service_tier", "auto", "flex"},
+      {"parallel_tool_calls", true, false},
+      {"modalities", {"text"}, {"text", "audio"}},
+      {"response_format", {{"type", "text"}}, {{"type", "json_object"}}},
+      {"reasoning_effort", nullptr, "low"},
+      {"verbosity", nullptr, "low"},
+      {"audio", nullptr, {{"voice", "alloy"}}},
+      {"web_search_options", nullptr, json::object()},
+      {"functions", nullptr, json::array()},
+      {"function_call", nullptr, "auto"},
+      {"stream_options", {{"include_usage", true}}, {{"include_obfuscation", true}}},
+      {"frobnicate", nullptr, 1},
+  };
+  const std::string chat = "/v1/chat/completions";
+  for (const Case& c : chat_cases) {
+    if (!c.ok.is_null()) {
+      auto r = post(chat, chat_body({{c.field, c.ok}}).dump());
+      ASSERT_TRUE(r);
+      EXPECT_EQ(r->status, 200) << c.field << " = " << c.ok.dump() << ": " << r->body;
+    }
+    if (!c.bad.is_null()) {
+      auto r = post(chat, chat_body({{c.field, c.bad}}).dump());
+      expect_error(r, 400, std::string(c.field) + " = " + c.bad.dump());
+      EXPECT_EQ(json::parse(r->body)["error"]["param"], c.field) << r->body;
+    }
+  }
+  const Case completion_cases[] = {
+      {"user", "u-1", nullptr}, {"best_of", 1, 3}, {"echo", false, true}, {"suffix", "", "end"},
+      {"messages", nullptr, json::array()},  // a chat field is unknown here
+      {"frobnicate", nullptr, 1},
+  };
+  for (const Case& c : completion_cases) {
+    json b = {{"prompt", "Hi"}, {"max_tokens", 4}};
+    if (!c.ok.is_null()) {
+      b[c.field] = c.ok;
+      auto r = post("/v1/completions", b.dump());
+      ASSERT_TRUE(r);
+      EXPECT_EQ(r->status, 200) << c.field << ": " << r->body;
+    }
+    if (!c.bad.is_null()) {
+      b[c.field] = c.bad;
+      auto r = post("/v1/completions", b.dump());
+      expect_error(r, 400, std::string(c.field) + " = " + c.bad.dump());
+      EXPECT_EQ(json::parse(r->body)["error"]["param"], c.field) << r->body;
+    }
+  }
+  // The table itself: every honoured field is parsed (a wrong type is 400 naming it), so no
+  // honoured entry is a silent ignore.
+  for (Endpoint e : {Endpoint::kChat, Endpoint::kCompletion})
+    for (const FieldRule& f : field_rules(e)) {
+      if (f.kind != FieldRule::kHonoured) continue;
+      json b = e == Endpoint::kChat ? chat_body() : json({{"prompt", "Hi"}, {"max_tokens", 4}});
+      b[f.name] = json::array({json::object({{"not", "valid"}})});
+      auto r = post(e == Endpoint::kChat ? chat : "/v1/completions", b.dump());
+      expect_error(r, 400, f.name + " with a wrong type");
+      EXPECT_EQ(json::parse(r->body)["error"]["param"], f.name) << r->body;
+    }
+  // Still serving.
+  EXPECT_EQ(post_json(chat, chat_body())["choices"][0]["message"]["content"], "Hello there, friend!");
 }
 
 // ---- agent-harness context management ----

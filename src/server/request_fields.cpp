@@ -1,0 +1,102 @@
+// The request fields each endpoint knows, in one table: honoured (parsed in request.cpp), accepted
+// without effect (only where OpenAI's own server gives them no effect on the output), accepted only
+// at their default value, and refused. A field in none of these is unknown: 400 naming it, as
+// OpenAI answers "Unrecognized request argument supplied". docs/api.md prints the same sets.
+#include "server/request_fields.h"
+
+#include <algorithm>
+
+#include "server/api_error.h"
+
+namespace mmx::server {
+
+namespace {
+
+// Honoured by both endpoints (request.cpp: parse_common).
+constexpr const char* kCommon[] = {
+    "model", "temperature", "top_p", "top_k", "min_p", "seed", "presence_penalty",
+    "frequency_penalty", "repetition_penalty", "logit_bias", "min_tokens", "ignore_eos",
+    "max_tokens", "stop", "n", "stream", "stream_options", "logprobs"};
+constexpr const char* kChatOnly[] = {"messages", "max_completion_tokens", "top_logprobs", "tools",
+                                     "tool_choice", "chat_template_kwargs"};
+constexpr const char* kCompletionOnly[] = {"prompt"};
+
+// OpenAI gives these no effect on the generated output: end-user ids for abuse monitoring,
+// key/value tags, a prompt-cache routing hint (our prefix cache needs none), a predicted output
+// (a latency hint: the reply must be the same with or without it).
+constexpr const char* kNoEffect[] = {"user", "safety_identifier", "metadata", "prompt_cache_key",
+                                     "prediction"};
+
+}  // namespace
+
+const std::vector<FieldRule>& field_rules(Endpoint e) {
+  static const std::vector<FieldRule> chat = [] {
+    std::vector<FieldRule> r;
+    for (const char* f : kCommon) r.push_back({f, FieldRule::kHonoured, ""});
+    for (const char* f : kChatOnly) r.push_back({f, FieldRule::kHonoured, ""});
+    for (const char* f : kNoEffect) r.push_back({f, FieldRule::kNoEffect, ""});
+    r.push_back({"store", FieldRule::kDefaultOnly, "false: nothing is stored by this server"});
+    r.push_back({"service_tier", FieldRule::kDefaultOnly, "\"auto\" or \"default\": there is one tier"});
+    r.push_back({"parallel_tool_calls", FieldRule::kDefaultOnly,
+                 "true: the model may call several tools in one turn, and nothing can yet limit it to one"});
+    r.push_back({"modalities", FieldRule::kDefaultOnly, "[\"text\"]: this server writes text only"});
+    r.push_back({"response_format", FieldRule::kDefaultOnly,
+                 "{\"type\": \"text\"}: constrained decoding (json_object, json_schema) is not implemented yet"});
+    r.push_back({"reasoning_effort", FieldRule::kRefused,
+                 "the chat template has no reasoning-effort control; use chat_template_kwargs where the template reads one"});
+    r.push_back({"verbosity", FieldRule::kRefused, "the chat template has no verbosity control"});
+    r.push_back({"audio", FieldRule::kRefused, "this server writes text only"});
+    r.push_back({"web_search_options", FieldRule::kRefused, "this server has no web search"});
+    r.push_back({"functions", FieldRule::kRefused, "deprecated by OpenAI: send 'tools'"});
+    r.push_back({"function_call", FieldRule::kRefused, "deprecated by OpenAI: send 'tool_choice'"});
+    return r;
+  }();
+  static const std::vector<FieldRule> completion = [] {
+    std::vector<FieldRule> r;
+    for (const char* f : kCommon) r.push_back({f, FieldRule::kHonoured, ""});
+    for (const char* f : kCompletionOnly) r.push_back({f, FieldRule::kHonoured, ""});
+    for (const char* f : {"user", "metadata"}) r.push_back({f, FieldRule::kNoEffect, ""});
+    r.push_back({"best_of", FieldRule::kDefaultOnly, "1: server-side best-of-n is not implemented; ask for 'n' choices"});
+    r.push_back({"echo", FieldRule::kDefaultOnly, "false: the prompt is not echoed back"});
+    r.push_back({"suffix", FieldRule::kDefaultOnly, "null or \"\": fill-in-the-middle is not implemented"});
+    return r;
+  }();
+  return e == Endpoint::kChat ? chat : completion;
+}
+
+namespace {
+
+// Whether v is the value that means "the default" for a kDefaultOnly field.
+bool is_default(const std::string& key, const ojson& v) {
+  if (v.is_null()) return true;
+  if (key == "store") return v == false;
+  if (key == "service_tier") return v == "auto" || v == "default";
+  if (key == "parallel_tool_calls") return v == true;
+  if (key == "modalities") return v == ojson::array({"text"});
+  if (key == "response_format") return v.is_object() && v.size() == 1 && v.value("type", ojson()) == "text";
+  if (key == "best_of") return v == 1;
+  if (key == "echo") return v == false;
+  if (key == "suffix") return v == "";
+  return false;
+}
+
+const char* endpoint_path(Endpoint e) { return e == Endpoint::kChat ? "/v1/chat/completions" : "/v1/completions"; }
+
+}  // namespace
+
+void check_fields(const ojson& body, Endpoint e) {
+  const auto& rules = field_rules(e);
+  for (const auto& [key, value] : body.items()) {
+    const auto it = std::find_if(rules.begin(), rules.end(), [&](const FieldRule& r) { return r.name == key; });
+    if (it == rules.end())
+      throw ApiError(400, "'" + key + "' is not a field of " + endpoint_path(e) +
+                              " that this server knows (see docs/api.md for what it honours)", key,
+                     "unknown_field");
+    if (it->kind == FieldRule::kRefused && !value.is_null())
+      throw ApiError(400, "'" + key + "' is not supported: " + it->why, key, "unsupported_field");
+    if (it->kind == FieldRule::kDefaultOnly && !is_default(key, value))
+      throw ApiError(400, "'" + key + "' is supported only as " + it->why, key, "unsupported_value");
+  }
+}
+
+}  // namespace mmx::server

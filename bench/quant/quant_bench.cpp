@@ -1,5 +1,6 @@
 // quant_bench: the decode GEMV on GGUF block-quantized weights (ops::matmul -> cpu/qgemv.cpp for
-// n < 32) against this machine's read bandwidth, for every type (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K),
+// n < 32) against this machine's read bandwidth, for every type (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K;
+// also F16 and BF16 on request, cpu/gemv.cpp's 16-bit tiles),
 // at the shapes that matter, [n_out, n_in]:
 //   [6144, 3072]    a fused projection
 //   [3072, 1536]    one MoE expert (the engine calls 8 per token per layer)
@@ -80,6 +81,13 @@ void fill_random_blocks(DType t, uint8_t* p, size_t bytes, uint64_t seed) {
     const uint16_t h = mmx::f32_to_f16((rng() & 1) ? ud(rng) : -ud(rng));
     std::memcpy(at, &h, 2);
   };
+  if (t == DType::kF16 || t == DType::kBF16) {  // finite values in [-1, 1]
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    auto* h = reinterpret_cast<uint16_t*>(p);
+    for (size_t i = 0; i < bytes / 2; ++i)
+      h[i] = t == DType::kF16 ? mmx::f32_to_f16(u(rng)) : mmx::f32_to_bf16(u(rng));
+    return;
+  }
   const size_t bb = mmx::dtype_block_bytes(t);
   for (size_t off = 0; off + bb <= bytes; off += bb) {
     uint8_t* blk = p + off;
@@ -145,7 +153,8 @@ int main(int argc, char** argv) {
   for (const auto& s : split(types_s)) {
     const std::pair<const char*, DType> names[] = {{"Q8_0", DType::kQ8_0}, {"Q4_0", DType::kQ4_0},
                                                    {"Q4_K", DType::kQ4_K}, {"Q5_K", DType::kQ5_K},
-                                                   {"Q6_K", DType::kQ6_K}};
+                                                   {"Q6_K", DType::kQ6_K},
+                                                   {"F16", DType::kF16}, {"BF16", DType::kBF16}};
     bool ok = false;
     for (auto& [nm, t] : names)
       if (s == nm) types.push_back(t), ok = true;

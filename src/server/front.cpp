@@ -1,5 +1,6 @@
 #include "server/front.h"
 
+#include <cstdint>
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -12,6 +13,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -132,8 +134,17 @@ int chunked_complete(const std::string& s, size_t from, size_t* decoded) {
 
 }  // namespace
 
-void check_api_key(const std::string& key, const std::string& path, const std::string& authorization) {
-  if (!key.empty() && path.rfind("/v1/", 0) == 0 && authorization != "Bearer " + key)
+void check_api_key(const std::string& key, const std::string& method, const std::string& target,
+                   const std::string& authorization) {
+  if (key.empty()) return;
+  const std::string path = target.substr(0, target.find('?'));
+  if (path == "/health" || method == "OPTIONS") return;  // probes; CORS preflights carry no key
+  // Constant time in the key's bytes: every byte of the expected value is compared whatever
+  // the first mismatch (the length is not secret: it is the same for every request).
+  const std::string want = "Bearer " + key;
+  unsigned diff = authorization.size() != want.size();
+  for (size_t i = 0; i < want.size(); ++i) diff |= unsigned(uint8_t(want[i]) ^ uint8_t(i < authorization.size() ? authorization[i] : 0));
+  if (diff != 0)
     throw ApiError(401, "Incorrect or missing API key (send 'Authorization: Bearer KEY')", "", "invalid_api_key");
 }
 
@@ -300,7 +311,8 @@ void Front::loop() {
         const size_t sp = c->req.find(' '), sp2 = c->req.find(' ', sp + 1);
         std::string auth;
         header(c->req, c->head_end, "authorization", &auth);
-        check_api_key(opts_.api_key, sp == std::string::npos ? "" : c->req.substr(sp + 1, sp2 - sp - 1), auth);
+        check_api_key(opts_.api_key, sp == std::string::npos ? "" : c->req.substr(0, sp),
+                      sp == std::string::npos ? "" : c->req.substr(sp + 1, sp2 - sp - 1), auth);
       } catch (const ApiError& e) {
         c->stage = Stage::kReply;
         c->out = reply(e, "Unauthorized");

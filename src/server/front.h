@@ -33,9 +33,12 @@ struct FrontOptions {
 };
 
 // The one API-key rule, used by the front and, for requests that reach the internal port
-// directly, by the HTTP server: nothing required (key ""), or /v1/* needs "Bearer KEY".
+// directly, by the HTTP server: nothing required (key ""), or every request but GET /health and
+// CORS preflights (OPTIONS) needs "Authorization: Bearer KEY" (/metrics and /tokenize included),
+// compared in constant time. target: the request target (a query string is ignored).
 // Throws the 401 ApiError when refused.
-void check_api_key(const std::string& key, const std::string& path, const std::string& authorization);
+void check_api_key(const std::string& key, const std::string& method, const std::string& target,
+                   const std::string& authorization);
 
 class Front {
  public:

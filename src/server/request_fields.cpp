@@ -86,8 +86,10 @@ const char* endpoint_path(Endpoint e) { return e == Endpoint::kChat ? "/v1/chat/
 
 void check_fields(const ojson& body, Endpoint e) {
   const auto& rules = field_rules(e);
-  for (const auto& [key, value] : body.items()) {
-    const auto it = std::find_if(rules.begin(), rules.end(), [&](const FieldRule& r) { return r.name == key; });
+  for (const auto& item : body.items()) {
+    const std::string& key = item.key();
+    const ojson& value = item.value();
+    const auto it = std::find_if(rules.begin(), rules.end(), [&key](const FieldRule& r) { return r.name == key; });
     if (it == rules.end())
       throw ApiError(400, "'" + key + "' is not a field of " + endpoint_path(e) +
                               " that this server knows (see docs/api.md for what it honours)", key,

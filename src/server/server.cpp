@@ -186,12 +186,21 @@ std::string next_events(Job& job) {
   return out;
 }
 
+// The method a known path is served with; nullptr for an unknown path.
+const char* route_method(const std::string& path) {
+  for (const char* p : {"/v1/chat/completions", "/v1/completions", "/tokenize", "/detokenize"})
+    if (path == p) return "POST";
+  if (path == "/health" || path == "/metrics" || path.rfind("/v1/models", 0) == 0) return "GET";
+  return nullptr;
+}
+
 const char* endpoint_label(const std::string& path) {
   if (path == "/v1/chat/completions") return "chat_completions";
   if (path == "/v1/completions") return "completions";
   if (path.rfind("/v1/models", 0) == 0) return "models";
   if (path == "/health") return "health";
   if (path == "/metrics") return "metrics";
+  if (path == "/tokenize" || path == "/detokenize") return "tokenize";
   return "other";
 }
 
@@ -303,7 +312,15 @@ void Server::routes() {
   // OpenAI error shape too; handler-made errors already have a body.
   s.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-    const int st = res.status;
+    int st = res.status;
+    if (st == 404) {  // a known route asked with the wrong method: 405 naming the right one
+      if (const char* allow = route_method(req.path); allow && req.method != allow) {
+        st = 405;
+        res.set_header("Allow", allow);
+        send_json(res, st, ApiError(st, req.method + " " + req.path + " is not allowed: use " + allow).to_json());
+        return httplib::Server::HandlerResponse::Handled;
+      }
+    }
     const std::string msg = st == 404   ? "Unknown route: " + req.method + " " + req.path
                             : st == 413 ? std::string("The request body is too large")
                                         : "HTTP error " + std::to_string(st);
@@ -343,7 +360,7 @@ void Server::routes() {
                                               "takes at most {} fields, {} bytes)", req.headers.size(), header_bytes,
                                               opts_.max_headers, opts_.max_header_bytes)));
     try {
-      check_api_key(opts_.api_key, req.path, req.get_header_value("Authorization"));
+      check_api_key(opts_.api_key, req.method, req.path, req.get_header_value("Authorization"));
     } catch (const ApiError& e) {
       return refuse(e);
     }
@@ -387,6 +404,22 @@ void Server::routes() {
   };
   s.Post("/v1/chat/completions", with_body(&Server::handle_chat));
   s.Post("/v1/completions", with_body(&Server::handle_completion));
+  s.Post("/tokenize", with_body(&Server::handle_tokenize));
+  s.Post("/detokenize", with_body(&Server::handle_detokenize));
+  if (!opts_.cors_origin.empty()) {
+    // CORS for browser clients on another origin: every answer names the allowed origin, and a
+    // preflight (OPTIONS, no key needed) says which methods and headers may follow.
+    s.Options(".*", [](const httplib::Request&, httplib::Response& res) {
+      res.status = 204;
+      res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+      res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Api-Key");
+      res.set_header("Access-Control-Max-Age", "600");
+    });
+    s.set_post_routing_handler([origin = opts_.cors_origin](const httplib::Request&, httplib::Response& res) {
+      res.set_header("Access-Control-Allow-Origin", origin);
+      if (origin != "*") res.set_header("Vary", "Origin");
+    });
+  }
 }
 
 // ---- the two generation endpoints share everything after the prompt ids ----
@@ -510,6 +543,62 @@ void Server::handle_completion(const std::string& body, httplib::Response& res) 
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mmx serve: internal error in /v1/completions: %s\n", e.what());
     send_error(res, ApiError(500, "internal server error"));
+  }
+}
+
+// POST /tokenize {"content": str, "add_special": false, "parse_special": true} -> {"tokens": [...]}
+// POST /detokenize {"tokens": [...], "skip_special": false} -> {"content": str}
+// (llama-server's field names and defaults). parse_special: special-token strings in content
+// become their ids, as HF's encode() does; false: every byte is text, as in chat content.
+// Any other field is 400 naming it.
+void Server::handle_tokenize(const std::string& body, httplib::Response& res) {
+  try {
+    const ojson b = parse_body(body);
+    for (const auto& [k, v] : b.items())
+      if (k != "content" && k != "add_special" && k != "parse_special")
+        bad_request("'" + k + "' is not a field of /tokenize (content, add_special, parse_special)", k);
+    if (!b.contains("content") || !b["content"].is_string()) bad_request("'content' must be a string", "content");
+    auto flag = [&](const char* k, bool dflt) {
+      if (!b.contains(k) || b[k].is_null()) return dflt;
+      if (!b[k].is_boolean()) bad_request(std::string("'") + k + "' must be a boolean", k);
+      return b[k].get<bool>();
+    };
+    const bool add_special = flag("add_special", false), parse_special = flag("parse_special", true);
+    const tok::Tokenizer& tok = *model_.tokenizer;
+    const std::string text = b["content"].get<std::string>();
+    if (add_special && !parse_special)
+      bad_request("'add_special' needs 'parse_special' (the tokenizer adds its special tokens to a "
+                  "special-aware encoding only)", "add_special");
+    const std::vector<int32_t> ids = parse_special ? tok.encode(text, add_special) : tok.encode_as_text(text);
+    send_json(res, 200, {{"tokens", ids}});
+  } catch (const ApiError& e) {
+    send_error(res, e);
+  }
+}
+
+void Server::handle_detokenize(const std::string& body, httplib::Response& res) {
+  try {
+    const ojson b = parse_body(body);
+    for (const auto& [k, v] : b.items())
+      if (k != "tokens" && k != "skip_special")
+        bad_request("'" + k + "' is not a field of /detokenize (tokens, skip_special)", k);
+    if (!b.contains("tokens") || !b["tokens"].is_array()) bad_request("'tokens' must be a list of token ids", "tokens");
+    const tok::Tokenizer& tok = *model_.tokenizer;
+    std::vector<int32_t> ids;
+    for (const ojson& e : b["tokens"]) {
+      if (!e.is_number_integer() || e.get<int64_t>() < 0 || e.get<int64_t>() > INT32_MAX ||
+          !tok.has_id(int32_t(e.get<int64_t>())))
+        bad_request("'tokens' holds " + e.dump() + ", not a token id of this vocabulary", "tokens");
+      ids.push_back(int32_t(e.get<int64_t>()));
+    }
+    bool skip = false;
+    if (b.contains("skip_special") && !b["skip_special"].is_null()) {
+      if (!b["skip_special"].is_boolean()) bad_request("'skip_special' must be a boolean", "skip_special");
+      skip = b["skip_special"].get<bool>();
+    }
+    send_json(res, 200, {{"content", tok.decode(ids, skip)}});
+  } catch (const ApiError& e) {
+    send_error(res, e);
   }
 }
 

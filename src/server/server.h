@@ -2,9 +2,11 @@
 //
 //   POST /v1/chat/completions   messages -> chat template -> ids -> engine -> OutputParser -> JSON/SSE
 //   POST /v1/completions        prompt text or ids -> engine -> text -> JSON/SSE
+//   POST /tokenize, /detokenize  text <-> ids (llama-server's shape)
 //   GET  /v1/models, /v1/models/{id}, /health, /metrics (Prometheus text)
+//   a known path with the wrong method: 405 with Allow; with --cors-origin, OPTIONS preflights
 //
-// Errors are OpenAI error JSON with the right status (400/401/404/413/429/500); a handler never
+// Errors are OpenAI error JSON with the right status (400/401/404/405/413/429/500); a handler never
 // lets an exception escape, and 500s carry no internal detail. A client that disconnects while
 // streaming gets its engine requests cancelled.
 //
@@ -35,7 +37,8 @@ struct Response;
 namespace mmx::server {
 
 struct ServerOptions {
-  std::string api_key;                    // "" = no authentication; else "Authorization: Bearer KEY" on /v1/*
+  std::string api_key;                    // "" = no authentication; else "Authorization: Bearer KEY" (front.h)
+  std::string cors_origin;                // "" = no CORS headers; else Access-Control-Allow-Origin (or "*")
   double drop_reasoning_over = 0;         // 0 = off; else a fraction of the context (see prompt.h)
   // Larger bodies get 413. Counted on what the server holds: the decoded bytes (chunked or not,
   // after any Content-Encoding is undone), so neither chunking nor gzip can exceed it.
@@ -87,6 +90,8 @@ class Server {
   void routes();
   void handle_chat(const std::string& body, httplib::Response& res);
   void handle_completion(const std::string& body, httplib::Response& res);
+  void handle_tokenize(const std::string& body, httplib::Response& res);
+  void handle_detokenize(const std::string& body, httplib::Response& res);
   std::string new_id(const char* prefix);
   uint64_t next_seed();
   void check_model(const std::string& name) const;

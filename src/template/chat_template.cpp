@@ -21,9 +21,15 @@ static std::string read_file(const fs::path& p) {
   return ss.str();
 }
 
-ChatTemplate ChatTemplate::from_dir(const std::string& dir) {
+ChatTemplate ChatTemplate::from_dir(const std::string& dir, const std::string& template_file) {
+  auto override_or = [&](std::map<std::string, std::string> found) {
+    if (template_file.empty()) return found;
+    if (!fs::is_regular_file(template_file)) fail("--chat-template: '{}' is not a readable file", template_file);
+    return std::map<std::string, std::string>{{"default", read_file(template_file)}};
+  };
   if (gguf::is_gguf(dir)) {  // tokenizer.chat_template and the special tokens of a GGUF file
     const json config = gguf::hf_tokenizer_config(*gguf::File::open(dir));
+    if (!template_file.empty()) return ChatTemplate(override_or({}), config);
     if (!config.contains("chat_template"))
       fail("GGUF file '{}' has no chat template (tokenizer.chat_template)", dir);
     return ChatTemplate({{"default", config["chat_template"].get<std::string>()}}, config);
@@ -38,7 +44,9 @@ ChatTemplate ChatTemplate::from_dir(const std::string& dir) {
     }
   }
   std::map<std::string, std::string> templates;
-  if (fs::exists(d / "chat_template.jinja")) {
+  if (!template_file.empty()) {
+    templates = override_or({});
+  } else if (fs::exists(d / "chat_template.jinja")) {
     templates["default"] = read_file(d / "chat_template.jinja");
   } else if (config.is_object() && config.contains("chat_template") && !config["chat_template"].is_null()) {
     const json& ct = config["chat_template"];

@@ -29,7 +29,9 @@ class ChatTemplate {
   using json = nlohmann::ordered_json;
 
   // Throws mmx::Error if DIR has no chat template, or jinja::TemplateError if it does not parse.
-  static ChatTemplate from_dir(const std::string& dir);
+  // template_file (non-empty): this Jinja file replaces the checkpoint's template (the special
+  // tokens still come from DIR); a missing file is an mmx::Error naming it.
+  static ChatTemplate from_dir(const std::string& dir, const std::string& template_file = "");
   // templates: name -> source (a single template is named "default"); tokenizer_config: the
   // parsed tokenizer_config.json (only the special-token fields are read), or null.
   ChatTemplate(const std::map<std::string, std::string>& templates, const json& tokenizer_config);

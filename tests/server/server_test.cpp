@@ -401,7 +401,59 @@ TEST_F(ServerTest, ApiKey) {
   ASSERT_TRUE(ok);
   EXPECT_EQ(ok->status, 200);
   EXPECT_EQ(c.Get("/health")->status, 200);  // probes need no key
+  expect_error(c.Get("/metrics"), 401, "metrics without key");
+  expect_error(post("/tokenize", R"({"content": "Hi"})"), 401, "tokenize without key");
+  expect_error(post("/v1/chat/completions", chat_body().dump(), {{"Authorization", "Bearer sekri"}}), 401, "key prefix");
+  expect_error(post("/v1/chat/completions", chat_body().dump(), {{"Authorization", "Bearer sekritt"}}), 401, "key + 1");
+  EXPECT_EQ(c.Get("/metrics", {{"Authorization", "Bearer sekrit"}})->status, 200);
   EXPECT_TRUE(engine.requests().size() == 1u);
+}
+
+TEST_F(ServerTest, TokenizeDetokenize) {
+  start();
+  const tok::Tokenizer& tok = *TinyAssets::get().tok;
+  const std::string text = "Hello there, friend!";
+  json r = post_json("/tokenize", {{"content", text}});
+  std::vector<int32_t> ids = r["tokens"].get<std::vector<int32_t>>();
+  EXPECT_EQ(ids, tok.encode(text));
+  EXPECT_FALSE(ids.empty());
+  EXPECT_EQ(post_json("/detokenize", {{"tokens", ids}})["content"], text);
+  // A special-token string: one id with parse_special (the default), text bytes without.
+  const std::string sp = tok.id_to_token(TinyAssets::get().eos);
+  ASSERT_FALSE(sp.empty());
+  EXPECT_EQ(post_json("/tokenize", {{"content", sp}})["tokens"].size(), 1u);
+  EXPECT_GT(post_json("/tokenize", {{"content", sp}, {"parse_special", false}})["tokens"].size(), 1u);
+  expect_error(post("/tokenize", R"({"content": 5})"), 400, "content number");
+  expect_error(post("/tokenize", R"({"content": "x", "with_pieces": true})"), 400, "unknown field");
+  expect_error(post("/tokenize", R"({"content": "x", "add_special": true, "parse_special": false})"), 400,
+               "add_special without parse_special");
+  expect_error(post("/detokenize", R"({"tokens": [-1]})"), 400, "negative id");
+  expect_error(post("/detokenize", R"({"tokens": [99999999]})"), 400, "id outside the vocabulary");
+  expect_error(post("/detokenize", R"({"tokens": "abc"})"), 400, "tokens string");
+  EXPECT_TRUE(engine.requests().empty());
+}
+
+TEST_F(ServerTest, CorsOrigin) {
+  opts.cors_origin = "http://localhost:3000";
+  opts.api_key = "k";
+  start();
+  httplib::Client c("127.0.0.1", port);
+  auto pre = c.Options("/v1/chat/completions");  // a preflight carries no key
+  ASSERT_TRUE(pre);
+  EXPECT_EQ(pre->status, 204);
+  EXPECT_EQ(pre->get_header_value("Access-Control-Allow-Origin"), "http://localhost:3000");
+  EXPECT_NE(pre->get_header_value("Access-Control-Allow-Headers").find("Authorization"), std::string::npos);
+  auto r = post("/v1/chat/completions", chat_body().dump(), {{"Authorization", "Bearer k"}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->get_header_value("Access-Control-Allow-Origin"), "http://localhost:3000");
+}
+
+TEST_F(ServerTest, NoCorsHeadersUnlessAsked) {
+  start();
+  auto r = post("/v1/chat/completions", chat_body().dump());
+  ASSERT_TRUE(r);
+  EXPECT_FALSE(r->has_header("Access-Control-Allow-Origin"));
 }
 
 TEST_F(ServerTest, QueueFullIs429) {
@@ -587,7 +639,10 @@ TEST_F(ServerTest, MalformedInputs) {
   // Unknown routes and methods.
   httplib::Client c("127.0.0.1", port);
   expect_error(c.Get("/v2/nothing"), 404, "unknown route");
-  expect_error(c.Get("/v1/chat/completions"), 404, "GET on a POST route");
+  auto wrong = c.Get("/v1/chat/completions");
+  expect_error(wrong, 405, "GET on a POST route");
+  EXPECT_EQ(wrong->get_header_value("Allow"), "POST");
+  expect_error(post("/health", "{}"), 405, "POST on a GET route");
   expect_error(post("/v1/embeddings", "{}"), 404, "unsupported endpoint");
   EXPECT_TRUE(engine.requests().empty()) << "no malformed request may reach the engine";
   // Still serving.

@@ -47,6 +47,12 @@ TEST(ChatTemplate, LoadsFromTokenizerConfig) {
   // chat_template.jinja wins over tokenizer_config.json
   write(d / "chat_template.jinja", "J{{ messages | length }}{{ extra }}");
   EXPECT_EQ(mmx::ChatTemplate::from_dir(d.string()).render(msgs, nullptr, false, {{"extra", "!"}}), "J1!");
+  // --chat-template FILE wins over both; the special tokens still come from the directory.
+  const fs::path file = temp_dir("override") / "mine.jinja";
+  write(file, "{{ bos_token }}O{{ messages | length }}");
+  EXPECT_EQ(mmx::ChatTemplate::from_dir(d.string(), file.string()).render(msgs), "<B>O1");
+  EXPECT_THROW(mmx::ChatTemplate::from_dir(d.string(), (d / "missing.jinja").string()), mmx::Error);
+  fs::remove_all(file.parent_path());
   fs::remove_all(d);
 }
 

@@ -33,7 +33,7 @@ std::atomic<bool> g_stop{false};
 void on_signal(int) { g_stop = true; }
 
 struct Opts {
-  std::string model, host = "127.0.0.1", reasoning_format = "auto", served_name, kv_dtype = "f32";
+  std::string model, host = "127.0.0.1", reasoning_format = "auto", served_name, kv_dtype = "f32", chat_template;
   int port = 8080, threads = 0;
   LoadOptions load;
   EngineOptions engine;  // what the engine owns: budgets and queue limits (passed through)
@@ -62,8 +62,9 @@ void run_serve(Opts o) {
   tok::Tokenizer tokenizer = tok::Tokenizer::from_path(o.model);
   std::optional<ChatTemplate> tmpl;
   try {
-    tmpl.emplace(ChatTemplate::from_dir(o.model));
+    tmpl.emplace(ChatTemplate::from_dir(o.model, o.chat_template));
   } catch (const Error& e) {
+    if (!o.chat_template.empty()) throw;  // the file asked for must load
     std::fprintf(stderr, "mmx serve: no chat template (%s); /v1/chat/completions will answer 400\n", e.what());
   }
   auto model = load_for_cli(o.model, o.load);
@@ -103,11 +104,16 @@ void run_serve(Opts o) {
 void add_serve(CLI::App& app, Action& action) {
   auto o = std::make_shared<Opts>();
   CLI::App* c = app.add_subcommand("serve", "OpenAI-compatible HTTP server (/v1/chat/completions, "
-                                            "/v1/completions, /v1/models, /health, /metrics)");
+                                            "/v1/completions, /v1/models, /tokenize, /detokenize, /health, /metrics)");
   c->add_option("-m,--model", o->model, "Checkpoint directory (Hugging Face layout)")->required();
   c->add_option("--host", o->host, "Address to listen on")->capture_default_str();
   c->add_option("--port", o->port, "Port (0 = any free port)")->capture_default_str()->check(CLI::Range(0, 65535));
-  c->add_option("--api-key", o->server.api_key, "Require 'Authorization: Bearer KEY' on /v1/*");
+  c->add_option("--api-key", o->server.api_key,
+                "Require 'Authorization: Bearer KEY' on every request but GET /health and CORS preflights");
+  c->add_option("--chat-template", o->chat_template,
+                "A Jinja chat template file to use instead of the checkpoint's (special tokens still from -m)");
+  c->add_option("--cors-origin", o->server.cors_origin,
+                "Allow browser pages from this origin (e.g. http://localhost:3000, or *) to call the API");
   c->add_option("--reasoning-format", o->reasoning_format,
                 "Output parser: auto (by model family), minimax_m2 (reasoning_content field), "
                 "minimax_m2_append_think (\"<think>\" + text in content), minimax_m3, minimax")
@@ -119,7 +125,7 @@ void add_serve(CLI::App& app, Action& action) {
       ->check(CLI::Range(0.0, 1.0));
   c->add_option("--max-step-ms", o->engine.max_step_ms,
                 "Engine: target step time while requests decode; prefill chunks shrink to keep it, so streams are "
-                "not stalled by a long prompt (0 = auto: 3x a decode-only step, learned; -1 = off, the default: "
+                "not stalled by a long prompt (0 = auto: 1.5x a decode-only step, learned; -1 = off, the default: "
                 "it trades time-to-first-token for inter-token latency, see README)")
       ->capture_default_str();
   c->add_option("--max-batch-tokens", o->engine.max_batch_tokens, "Engine: tokens per step")

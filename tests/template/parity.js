@@ -1,7 +1,9 @@
 // Chat-template parity test: renders every listed template over every case in parity_cases.json
 // with @huggingface/jinja (in this one node process) and with our C++ renderer (one run of the
 // render_batch driver for the whole batch), and requires byte-identical output — or an error on
-// both sides. Exit 0 = all identical, 1 = mismatch, 77 = SKIPPED (reference tools unavailable).
+// both sides. A case both refuse is listed apart and not counted as rendered, and so is a
+// template that no case renders on either side (it was never compared). Exit 0 = all identical, 1 = mismatch,
+// 77 = SKIPPED (the reference unavailable; tests/npm/reference.js says when that may skip).
 //
 // usage: node parity.js --npm BUILD/npm --driver render_batch --cases parity_cases.json
 //                       [--dir DIR]... [--jinja FILE]... [--only NAME] [--verbose]
@@ -20,15 +22,8 @@ for (let i = 2; i < process.argv.length; ++i) {
 }
 
 const npmDir = args.npm;
-if (fs.existsSync(path.join(npmDir, "UNAVAILABLE"))) {
-  console.log(`SKIPPED: npm reference tools unavailable: ${fs.readFileSync(path.join(npmDir, "UNAVAILABLE"), "utf8").trim()}`);
-  process.exit(SKIP);
-}
-const jinjaDir = path.join(npmDir, "node_modules", "@huggingface", "jinja");
-if (!fs.existsSync(jinjaDir)) {
-  console.log(`SKIPPED: ${jinjaDir} is missing; run scripts/npm_setup.sh <build dir> first`);
-  process.exit(SKIP);
-}
+// Missing @huggingface/jinja: a skip only where the registry is unreachable; under CI=true a failure.
+const jinjaDir = require("../npm/reference.js").need(npmDir, "@huggingface/jinja", "chat-template parity");
 const { Template } = require(path.resolve(jinjaDir));
 
 const SPECIAL = ["bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"];
@@ -110,20 +105,22 @@ function firstDiff(a, b) {
 }
 const show = (s) => JSON.stringify(s);
 
-let failures = 0, total = 0;
+let failures = 0, total = 0, bothRaise = 0;
+const neverRendered = [];
 for (let ti = 0; ti < selected.length; ++ti) {
   let pass = 0, raise = 0;
   const bad = [];
   for (let ci = 0; ci < cases.length; ++ci) {
-    ++total;
     const r = ref[ti][ci], o = ours[ti][ci];
     if (r.ok && o.ok && r.out === o.out) {
       ++pass;
+      ++total;
     } else if (!r.ok && !o.ok) {
-      ++pass;
       ++raise;
+      ++bothRaise;
       if (args.verbose) bad.push(`  ${cases[ci].name}: both raise: ref=${show(r.err)} ours=${show(o.err)}`);
     } else {
+      ++total;
       ++failures;
       if (r.ok && o.ok) {
         const k = firstDiff(r.out, o.out);
@@ -133,8 +130,17 @@ for (let ti = 0; ti < selected.length; ++ti) {
       }
     }
   }
-  console.log(`${pass === cases.length ? "ok  " : "FAIL"} ${selected[ti].name}: ${pass}/${cases.length} identical (${raise} raise in both)`);
+  const compared = cases.length - raise;
+  if (compared === 0) {  // both refuse every case: nothing was compared, so it is not a pass
+    neverRendered.push(selected[ti].name);
+    console.log(`apart ${selected[ti].name}: all ${cases.length} cases raise on both sides; never rendered, not counted`);
+    for (const b of bad) console.log(b);
+    continue;
+  }
+  console.log(`${pass === compared ? "ok  " : "FAIL"} ${selected[ti].name}: ${pass}/${compared} rendered identical; ${raise} raise in both (listed apart, not counted)`);
   for (const b of bad) console.log(b);
 }
-console.log(`${total - failures}/${total} template x case renders identical to @huggingface/jinja (${selected.length} templates, ${cases.length} cases, ${Date.now() - t0} ms)`);
+console.log(`${total - failures}/${total} template x case renders identical to @huggingface/jinja; ${bothRaise} refused by both, not counted (${selected.length - neverRendered.length} templates rendered, ${cases.length} cases, ${Date.now() - t0} ms)`);
+if (neverRendered.length)
+  console.log(`${neverRendered.length} templates never rendered on either side (listed apart, not counted): ${neverRendered.join(", ")}`);
 process.exit(failures ? 1 : 0);

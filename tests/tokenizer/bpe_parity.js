@@ -5,10 +5,8 @@
 // Checks: training twice gives byte-identical files; HF loads the tokenizer with VOCAB ids and
 // the special tokens at the last ids; ids identical for every record; our decode(ids) == HF
 // decode(ids); decode(encode(x)) == x for every valid UTF-8 record.
-// Exit 0 = pass, 1 = failure, 77 = SKIPPED (the reason printed, as parity.js does). Under CI=true
-// it skips only when the npm registry was unreachable (scripts/npm_setup.sh left
-// BUILD/npm/UNAVAILABLE and a log with a network error); any other missing reference (no npm, no
-// install) is a FAILURE. Outside CI a missing reference is a skip naming the command to install it.
+// Exit 0 = pass, 1 = failure, 77 = SKIPPED (the reason printed); when a missing reference may
+// skip and when it fails is tests/npm/reference.js's rule.
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -19,14 +17,9 @@ const corpus = require('./corpus.js');
 const [buildDir, mmx, driver, vocabArg, mbArg] = process.argv.slice(2);
 const VOCAB = Number(vocabArg || 2048);
 const MAX_MB = Number(mbArg || 2);
-const inCi = process.env.CI === 'true';
 if (!buildDir || !mmx || !driver) {
   console.error('usage: node bpe_parity.js BUILD_DIR MMX TOK_DRIVER [VOCAB] [MAX_MB]');
   process.exit(2);
-}
-function skip(why) {
-  console.log(`SKIP: ${why}`);
-  process.exit(77);
 }
 function fail(why) {
   console.log(`FAIL: ${why}`);
@@ -36,19 +29,7 @@ function fail(why) {
 // ---- the reference ----
 const npmDir = path.join(buildDir, 'npm');
 const nm = path.join(npmDir, 'node_modules');
-const marker = path.join(npmDir, 'UNAVAILABLE');
-if (!fs.existsSync(path.join(nm, '@anush008', 'tokenizers'))) {
-  const why = fs.existsSync(marker) ? fs.readFileSync(marker, 'utf8').trim() : '';
-  // "unreachable": npm_setup.sh's install failed with a network error (its log says which)
-  const logFile = path.join(npmDir, 'npm-install.log');
-  const log = why + (fs.existsSync(logFile) ? fs.readFileSync(logFile, 'utf8') : '');
-  const unreachable = why.startsWith('npm install failed') &&
-    /E(NOTFOUND|AI_AGAIN|TIMEDOUT|CONNREFUSED|CONNRESET|NETUNREACH|HOSTUNREACH)|network|proxy|fetch failed|socket hang up/i.test(log);
-  if (unreachable) skip(`npm registry unreachable, HF parity of the trained tokenizer not checked: ${why}`);
-  const msg = `${nm}/@anush008/tokenizers missing${why ? ` (${why})` : ''} (run: bash scripts/npm_setup.sh ${buildDir})`;
-  if (inCi) fail(`${msg}; under CI=true the reference is required unless the npm registry is unreachable`);
-  skip(msg);
-}
+require('../npm/reference.js').need(npmDir, '@anush008/tokenizers', 'HF parity of the trained tokenizer');
 const { Tokenizer } = require(path.resolve(nm, '@anush008', 'tokenizers'));
 
 function run(cmd, args) {

@@ -1,6 +1,5 @@
 #include "server/front.h"
 
-#include <cstdint>
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>

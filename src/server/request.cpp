@@ -302,4 +302,30 @@ CompletionRequest parse_completion_request(const ojson& b, const SamplingParams&
   return r;
 }
 
+TokenizeRequest parse_tokenize_request(const ojson& b) {
+  check_fields(b, Endpoint::kTokenize);
+  TokenizeRequest r;
+  if (!has(b, "content")) bad_request("'content' is required", "content");
+  r.content = get_string(b, "content");
+  if (has(b, "add_special")) r.add_special = get_bool(b, "add_special");
+  if (has(b, "parse_special")) r.parse_special = get_bool(b, "parse_special");
+  if (r.add_special && !r.parse_special)
+    bad_request("'add_special' needs 'parse_special' (the tokenizer adds its special tokens to a "
+                "special-aware encoding only)", "add_special");
+  return r;
+}
+
+DetokenizeRequest parse_detokenize_request(const ojson& b) {
+  check_fields(b, Endpoint::kDetokenize);
+  DetokenizeRequest r;
+  if (!has(b, "tokens") || !b.at("tokens").is_array()) bad_request("'tokens' must be a list of token ids", "tokens");
+  for (const ojson& e : b.at("tokens")) {
+    if (!e.is_number_integer() || e.get<int64_t>() < 0 || e.get<int64_t>() > INT32_MAX)
+      bad_request("'tokens' must be a list of token ids (integers in 0.." + std::to_string(INT32_MAX) + ")", "tokens");
+    r.tokens.push_back(int32_t(e.get<int64_t>()));
+  }
+  if (has(b, "skip_special")) r.skip_special = get_bool(b, "skip_special");
+  return r;
+}
+
 }  // namespace mmx::server

@@ -54,6 +54,17 @@ struct CompletionRequest : GenerationParams {
   std::vector<int32_t> prompt_ids; // prompt given as a list of token ids
 };
 
+// POST /tokenize and /detokenize (llama-server's field names and defaults).
+struct TokenizeRequest {
+  std::string content;
+  bool add_special = false;   // the tokenizer's post-processor tokens (e.g. BOS); needs parse_special
+  bool parse_special = true;  // special-token strings become their ids (false: every byte is text)
+};
+struct DetokenizeRequest {
+  std::vector<int32_t> tokens;  // in [0, INT32_MAX]; the vocabulary is checked by the route
+  bool skip_special = false;
+};
+
 // Body bytes -> JSON object. Throws ApiError 400 for invalid UTF-8, malformed JSON or a
 // non-object top level.
 ojson parse_body(const std::string& body);
@@ -61,5 +72,7 @@ ojson parse_body(const std::string& body);
 // `defaults`: the sampling a request starts from (the checkpoint's generation_config.json).
 ChatRequest parse_chat_request(const ojson& body, const SamplingParams& defaults = {});
 CompletionRequest parse_completion_request(const ojson& body, const SamplingParams& defaults = {});
+TokenizeRequest parse_tokenize_request(const ojson& body);
+DetokenizeRequest parse_detokenize_request(const ojson& body);
 
 }  // namespace mmx::server

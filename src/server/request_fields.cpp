@@ -61,7 +61,18 @@ const std::vector<FieldRule>& field_rules(Endpoint e) {
     r.push_back({"suffix", FieldRule::kDefaultOnly, "null or \"\": fill-in-the-middle is not implemented"});
     return r;
   }();
-  return e == Endpoint::kChat ? chat : completion;
+  static const std::vector<FieldRule> tokenize = {{"content", FieldRule::kHonoured, ""},
+                                                  {"add_special", FieldRule::kHonoured, ""},
+                                                  {"parse_special", FieldRule::kHonoured, ""}};
+  static const std::vector<FieldRule> detokenize = {{"tokens", FieldRule::kHonoured, ""},
+                                                    {"skip_special", FieldRule::kHonoured, ""}};
+  switch (e) {
+    case Endpoint::kChat: return chat;
+    case Endpoint::kCompletion: return completion;
+    case Endpoint::kTokenize: return tokenize;
+    case Endpoint::kDetokenize: return detokenize;
+  }
+  return chat;
 }
 
 namespace {
@@ -80,7 +91,15 @@ bool is_default(const std::string& key, const ojson& v) {
   return false;
 }
 
-const char* endpoint_path(Endpoint e) { return e == Endpoint::kChat ? "/v1/chat/completions" : "/v1/completions"; }
+const char* endpoint_path(Endpoint e) {
+  switch (e) {
+    case Endpoint::kChat: return "/v1/chat/completions";
+    case Endpoint::kCompletion: return "/v1/completions";
+    case Endpoint::kTokenize: return "/tokenize";
+    case Endpoint::kDetokenize: return "/detokenize";
+  }
+  return "";
+}
 
 }  // namespace
 

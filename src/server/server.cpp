@@ -546,30 +546,13 @@ void Server::handle_completion(const std::string& body, httplib::Response& res) 
   }
 }
 
-// POST /tokenize {"content": str, "add_special": false, "parse_special": true} -> {"tokens": [...]}
-// POST /detokenize {"tokens": [...], "skip_special": false} -> {"content": str}
-// (llama-server's field names and defaults). parse_special: special-token strings in content
-// become their ids, as HF's encode() does; false: every byte is text, as in chat content.
-// Any other field is 400 naming it.
+// POST /tokenize -> {"tokens": [...]}, POST /detokenize -> {"content": str} (request.h).
 void Server::handle_tokenize(const std::string& body, httplib::Response& res) {
   try {
-    const ojson b = parse_body(body);
-    for (const auto& [k, v] : b.items())
-      if (k != "content" && k != "add_special" && k != "parse_special")
-        bad_request("'" + k + "' is not a field of /tokenize (content, add_special, parse_special)", k);
-    if (!b.contains("content") || !b["content"].is_string()) bad_request("'content' must be a string", "content");
-    auto flag = [&](const char* k, bool dflt) {
-      if (!b.contains(k) || b[k].is_null()) return dflt;
-      if (!b[k].is_boolean()) bad_request(std::string("'") + k + "' must be a boolean", k);
-      return b[k].get<bool>();
-    };
-    const bool add_special = flag("add_special", false), parse_special = flag("parse_special", true);
+    const TokenizeRequest r = parse_tokenize_request(parse_body(body));
     const tok::Tokenizer& tok = *model_.tokenizer;
-    const std::string text = b["content"].get<std::string>();
-    if (add_special && !parse_special)
-      bad_request("'add_special' needs 'parse_special' (the tokenizer adds its special tokens to a "
-                  "special-aware encoding only)", "add_special");
-    const std::vector<int32_t> ids = parse_special ? tok.encode(text, add_special) : tok.encode_as_text(text);
+    const std::vector<int32_t> ids =
+        r.parse_special ? tok.encode(r.content, r.add_special) : tok.encode_as_text(r.content);
     send_json(res, 200, {{"tokens", ids}});
   } catch (const ApiError& e) {
     send_error(res, e);
@@ -578,25 +561,11 @@ void Server::handle_tokenize(const std::string& body, httplib::Response& res) {
 
 void Server::handle_detokenize(const std::string& body, httplib::Response& res) {
   try {
-    const ojson b = parse_body(body);
-    for (const auto& [k, v] : b.items())
-      if (k != "tokens" && k != "skip_special")
-        bad_request("'" + k + "' is not a field of /detokenize (tokens, skip_special)", k);
-    if (!b.contains("tokens") || !b["tokens"].is_array()) bad_request("'tokens' must be a list of token ids", "tokens");
+    const DetokenizeRequest r = parse_detokenize_request(parse_body(body));
     const tok::Tokenizer& tok = *model_.tokenizer;
-    std::vector<int32_t> ids;
-    for (const ojson& e : b["tokens"]) {
-      if (!e.is_number_integer() || e.get<int64_t>() < 0 || e.get<int64_t>() > INT32_MAX ||
-          !tok.has_id(int32_t(e.get<int64_t>())))
-        bad_request("'tokens' holds " + e.dump() + ", not a token id of this vocabulary", "tokens");
-      ids.push_back(int32_t(e.get<int64_t>()));
-    }
-    bool skip = false;
-    if (b.contains("skip_special") && !b["skip_special"].is_null()) {
-      if (!b["skip_special"].is_boolean()) bad_request("'skip_special' must be a boolean", "skip_special");
-      skip = b["skip_special"].get<bool>();
-    }
-    send_json(res, 200, {{"content", tok.decode(ids, skip)}});
+    for (int32_t id : r.tokens)
+      if (!tok.has_id(id)) bad_request("token id " + std::to_string(id) + " is not in the vocabulary", "tokens");
+    send_json(res, 200, {{"content", tok.decode(r.tokens, r.skip_special)}});
   } catch (const ApiError& e) {
     send_error(res, e);
   }

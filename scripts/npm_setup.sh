@@ -8,7 +8,8 @@ DIR="$BUILD/npm"
 mkdir -p "$DIR"
 cp tests/npm/package.json "$DIR/package.json"
 if [ -d "$DIR/node_modules/@anush008/tokenizers" ] && [ -d "$DIR/node_modules/@huggingface/jinja" ] \
-   && [ -d "$DIR/node_modules/openai" ] \
+   && [ -d "$DIR/node_modules/openai" ] && [ -d "$DIR/node_modules/ajv" ] \
+   && [ -d "$DIR/node_modules/@anthropic-ai/sdk" ] && [ -d "$DIR/node_modules/puppeteer-core" ] \
    && cmp -s tests/npm/package.json "$DIR/.installed.json"; then
   exit 0
 fi

@@ -1,0 +1,72 @@
+#include "grammar/constraint.h"
+
+#include <limits>
+
+namespace mmx::grammar {
+
+namespace {
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+void set_bit(Bits& b, int32_t id) { b[size_t(id) >> 6] |= uint64_t(1) << (id & 63); }
+}  // namespace
+
+void apply_mask(const Bits& bits, float* logits, int64_t n) {
+  for (int64_t w = 0; w * 64 < n; ++w) {
+    const uint64_t word = size_t(w) < bits.size() ? bits[size_t(w)] : 0;
+    if (word == ~uint64_t(0)) continue;
+    const int64_t end = std::min<int64_t>(n, (w + 1) * 64);
+    for (int64_t i = w * 64; i < end; ++i)
+      if (!(word >> (i & 63) & 1)) logits[i] = kNegInf;
+  }
+}
+
+GrammarConstraint::GrammarConstraint(std::shared_ptr<TokenMasker> masker, Gate gate)
+    : m_(std::move(masker)), gate_(std::move(gate)), gated_(gate_.id >= 0), state_(m_->start()) {}
+
+void GrammarConstraint::restrict(float* logits, int64_t n, int64_t left, std::span<const int32_t> stop_ids) {
+  if (state_ == Automaton::kDead) return;  // a refused id slipped through (cannot happen): stop steering
+  if (gated_) {
+    // Writing the gate now leaves left - 1 tokens; the grammar needs dist(start) of them.
+    if (left - 1 <= int64_t(m_->dist(m_->start())) && gate_.id < n) {
+      const float keep = logits[gate_.id];
+      for (int64_t i = 0; i < n; ++i) logits[i] = kNegInf;
+      logits[gate_.id] = keep;
+      return;
+    }
+    for (int32_t id : stop_ids)
+      if (id >= 0 && id < n) logits[id] = kNegInf;
+    return;
+  }
+  m_->allowed(state_, left, bits_);
+  const bool may_end = m_->accepting(state_);
+  bits_.resize(size_t(n + 63) / 64, 0);
+  for (int32_t id : stop_ids)
+    if (id >= 0 && id < n) {
+      if (may_end) set_bit(bits_, id);
+      else bits_[size_t(id) >> 6] &= ~(uint64_t(1) << (id & 63));
+    }
+  bool any = false;
+  for (uint64_t w : bits_) any |= w != 0;
+  if (!any)  // nothing fits (a vocabulary without single-byte tokens): let the sequence end
+    for (int32_t id : stop_ids)
+      if (id >= 0 && id < n) set_bit(bits_, id);
+  apply_mask(bits_, logits, n);
+}
+
+void GrammarConstraint::accept(int32_t id) {
+  if (state_ == Automaton::kDead) return;
+  if (gated_) {
+    if (id == gate_.id) {
+      gated_ = false;
+      return;
+    }
+    if (id >= 0 && id < m_->vocab().n_vocab()) tail_ += m_->vocab().bytes(id);
+    if (tail_.size() >= gate_.bytes.size() && tail_.compare(tail_.size() - gate_.bytes.size(), gate_.bytes.size(), gate_.bytes) == 0)
+      gated_ = false;
+    if (tail_.size() > 4 * gate_.bytes.size() + 64) tail_.erase(0, tail_.size() - gate_.bytes.size());
+    return;
+  }
+  state_ = m_->advance(state_, id);
+}
+
+}  // namespace mmx::grammar

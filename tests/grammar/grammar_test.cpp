@@ -1,0 +1,383 @@
+// Constrained decoding, against independent oracles:
+//   * the automaton vs a set-of-end-positions recognizer written straight from the grammar's
+//     alternatives (no stacks, no determinization), on derived sentences and their mutations;
+//   * character classes vs the code point sets they name (all of U+0000..U+FFFF, samples above);
+//   * integer ranges vs arithmetic; schema outputs vs nlohmann's parser and the schema's rules;
+//   * token masks (trie walk, cache, budget) vs walking every token's bytes one at a time;
+//   * sampling with random logits: every reply is complete valid JSON within its max_tokens.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <map>
+#include <random>
+#include <set>
+
+#include "engine/sampler.h"
+#include "fixtures/tiny_tokenizer.h"
+#include "grammar/automaton.h"
+#include "grammar/constraint.h"
+#include "grammar/gbnf.h"
+#include "grammar/json_schema.h"
+#include "grammar/token_masker.h"
+#include "tokenizer/tokenizer.h"
+
+namespace mmx::grammar {
+namespace {
+
+// ---- the reference recognizer: ends(rule, i) = every j such that rule derives s[i, j) ----
+class Reference {
+ public:
+  Reference(const Grammar& g, std::string_view s) : g_(g), s_(s) {}
+  bool accepts() { return ends(g_.root, 0).count(s_.size()) > 0; }
+
+ private:
+  const std::set<size_t>& ends(uint32_t r, size_t i) {
+    const auto key = std::make_pair(r, i);
+    if (const auto it = memo_.find(key); it != memo_.end()) return it->second;
+    std::set<size_t> out;
+    for (uint32_t a : g_.alts[r]) {
+      std::set<size_t> cur{i};
+      for (uint32_t p = a; g_.elems[p].kind != Element::kEnd && !cur.empty(); ++p) {
+        std::set<size_t> nxt;
+        const Element e = g_.elems[p];
+        for (size_t q : cur) {
+          if (e.kind == Element::kBytes) {
+            if (q < s_.size() && g_.classes[e.arg].test(uint8_t(s_[q]))) nxt.insert(q + 1);
+          } else {
+            const auto& sub = ends(e.arg, q);
+            nxt.insert(sub.begin(), sub.end());
+          }
+        }
+        cur = std::move(nxt);
+      }
+      out.insert(cur.begin(), cur.end());
+    }
+    return memo_[key] = std::move(out);
+  }
+  const Grammar& g_;
+  std::string_view s_;
+  std::map<std::pair<uint32_t, size_t>, std::set<size_t>> memo_;
+};
+
+bool automaton_accepts(Automaton& a, std::string_view s) {
+  const int32_t st = a.walk(a.start(), s);
+  return st != Automaton::kDead && a.accepting(st);
+}
+
+// A random sentence: random alternatives, the shortest ones once deep.
+std::string derive(const Grammar& g, std::mt19937& rng, uint32_t r, int depth = 0) {
+  const auto& alts = g.alts[r];
+  uint32_t pick = alts[rng() % alts.size()];
+  if (depth > 12)
+    for (uint32_t a : alts)
+      if (g.min_rest[a] < g.min_rest[pick]) pick = a;
+  std::string out;
+  for (uint32_t p = pick; g.elems[p].kind != Element::kEnd; ++p) {
+    const Element e = g.elems[p];
+    if (e.kind == Element::kRef) {
+      out += derive(g, rng, e.arg, depth + 1);
+      continue;
+    }
+    std::vector<int> bytes;
+    for (int b = 0; b < 256; ++b)
+      if (g.classes[e.arg].test(size_t(b))) bytes.push_back(b);
+    out += char(bytes[rng() % bytes.size()]);
+  }
+  return out;
+}
+
+void expect_same_language(const std::string& gbnf, int n_sentences, uint32_t seed) {
+  SCOPED_TRACE(gbnf);
+  const Grammar g = parse_gbnf(gbnf);
+  Automaton a(g);
+  std::mt19937 rng(seed);
+  int accepted = 0, rejected = 0;
+  for (int i = 0; i < n_sentences; ++i) {
+    std::string s = derive(g, rng, g.root);
+    std::vector<std::string> cases{s};
+    if (!s.empty()) {
+      std::string m = s;
+      m[rng() % m.size()] = char(rng() % 128);
+      cases.push_back(m);
+      cases.push_back(s.substr(0, rng() % s.size()));
+      cases.push_back(s + char(rng() % 128));
+    }
+    for (const std::string& c : cases) {
+      const bool ref = Reference(g, c).accepts();
+      ASSERT_EQ(automaton_accepts(a, c), ref) << "on '" << c << "'";
+      (ref ? accepted : rejected)++;
+    }
+    ASSERT_TRUE(Reference(g, s).accepts()) << "a derived sentence is in the language: " << s;
+  }
+  EXPECT_GT(accepted, 0);
+  EXPECT_GT(rejected, 0);
+}
+
+TEST(Grammar, AutomatonMatchesReference) {
+  expect_same_language(R"g(root ::= expr
+expr ::= term (("+" | "-") term)*
+term ::= factor (("*" | "/") factor)*
+factor ::= [0-9]+ | "(" expr ")" | "-" factor)g", 300, 1);
+  expect_same_language(R"g(root ::= "a"{2,4} "b"? ([xyz] | "é"){0,3} tail
+tail ::= | "." tail)g", 300, 2);
+  expect_same_language(R"g(root ::= item ("," item)*  # a comment
+item ::= [^,\n]{1,3} | "\"" [^"]* "\"")g", 300, 3);
+  expect_same_language(json_object_gbnf(), 200, 4);
+  expect_same_language(json_schema_to_gbnf(nlohmann::json::parse(R"({"type":"object","properties":{
+    "a":{"type":"integer","minimum":-5,"maximum":120},"b":{"enum":["x","y",3]},"c":{"type":"array","items":{"type":"boolean"},"minItems":1,"maxItems":3}},
+    "required":["a"]})")), 200, 5);
+}
+
+TEST(Grammar, GbnfErrorsNameTheProblem) {
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"", "empty"},
+      {"root ::= foo", "'foo' is used but never defined"},
+      {"root ::= root \"a\" | \"b\"", "left-recursive"},
+      {"root ::= x | \"z\"\nx ::= y root\ny ::= \"\" | \"q\"", "left-recursive"},
+      {"root ::= \"a\" root", "can never finish"},
+      {"root ::= \"abc", "unterminated"},
+      {"root ::= [a-", "unterminated"},
+      {"root ::= [z-a]", "backwards"},
+      {"root ::= \"a\"{3,1}", "max < min"},
+      {"root ::= \"a\"\nroot ::= \"b\"", "defined twice"},
+      {"root ::= \"\\q\"", "unknown escape"},
+      {"root ::= \"\\uD800\"", "not a character"},
+      {"top ::= \"a\"", "no rule 'root'"},
+      {"root ::= \"a\" )", "found ')'"},
+      {"root ::= \"a\"{99999}", "above 10000"},
+  };
+  for (const auto& [text, want] : bad) {
+    try {
+      parse_gbnf(text);
+      ADD_FAILURE() << "accepted: " << text;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << text << " -> " << e.what();
+    }
+  }
+}
+
+TEST(Grammar, CharClassesMatchTheirCodePoints) {
+  struct Case {
+    std::string gbnf;
+    std::function<bool(uint32_t)> in;
+  };
+  const std::vector<Case> cases = {
+      {"root ::= [a-zé-ÿ\\u4e00-\\u9fff]", [](uint32_t c) { return (c >= 'a' && c <= 'z') || (c >= 0xE9 && c <= 0xFF) || (c >= 0x4E00 && c <= 0x9FFF); }},
+      {"root ::= [^\"\\\\\\x00-\\x1f]", [](uint32_t c) { return c != '"' && c != '\\' && c >= 0x20; }},
+      {"root ::= .", [](uint32_t) { return true; }},
+      {"root ::= [\\U0001F600-\\U0001F64F\\x7f-\\u0800]", [](uint32_t c) { return (c >= 0x1F600 && c <= 0x1F64F) || (c >= 0x7F && c <= 0x800); }},
+  };
+  std::mt19937 rng(9);
+  for (const Case& k : cases) {
+    Automaton a(parse_gbnf(k.gbnf));
+    std::vector<uint32_t> cps;
+    for (uint32_t c = 0; c < 0x10000; ++c) cps.push_back(c);
+    for (int i = 0; i < 20000; ++i) cps.push_back(0x10000 + rng() % 0x100000);
+    for (uint32_t c : cps) {
+      if (c >= 0xD800 && c <= 0xDFFF) continue;
+      ASSERT_EQ(automaton_accepts(a, utf8_encode(c)), k.in(c)) << k.gbnf << " U+" << std::hex << c;
+    }
+    // Never a surrogate, an overlong form or a stray continuation byte.
+    for (std::string bad : {"\xED\xA0\x80", "\xC0\x80", "\xE0\x80\x80", "\x80", "\xF4\x90\x80\x80"})
+      EXPECT_FALSE(automaton_accepts(a, bad)) << k.gbnf;
+  }
+}
+
+TEST(Grammar, IntegerRangesMatchArithmetic) {
+  std::mt19937 rng(11);
+  const std::vector<std::pair<std::optional<int64_t>, std::optional<int64_t>>> ranges = {
+      {0, 9}, {5, 5}, {-5, 120}, {13, 4567}, {-1000, -17}, {std::nullopt, -3}, {42, std::nullopt},
+      {std::nullopt, 250}, {-7, std::nullopt}, {100, 999}, {99, 1000}, {0, 0}, {-9, -9}, {1, 1000000}};
+  for (const auto& [lo, hi] : ranges) {
+    nlohmann::json s = {{"type", "integer"}};
+    if (lo) s["minimum"] = *lo;
+    if (hi) s["maximum"] = *hi;
+    SCOPED_TRACE(s.dump());
+    Automaton a(parse_gbnf(json_schema_to_gbnf(s)));
+    std::vector<int64_t> probe;
+    for (int64_t v = -1200; v <= 1200; ++v) probe.push_back(v);
+    for (int i = 0; i < 2000; ++i) probe.push_back(int64_t(rng() % 4000000) - 2000000);
+    for (int64_t v : {int64_t(999999999999), int64_t(-999999999999), int64_t(1000000), int64_t(1000001)}) probe.push_back(v);
+    for (int64_t v : probe) {
+      const bool in = (!lo || v >= *lo) && (!hi || v <= *hi);
+      ASSERT_EQ(automaton_accepts(a, std::to_string(v)), in) << v;
+    }
+    EXPECT_FALSE(automaton_accepts(a, "007"));
+    EXPECT_FALSE(automaton_accepts(a, "-0"));
+  }
+}
+
+TEST(Grammar, SchemaSentencesAreValidJson) {
+  const auto schema = nlohmann::json::parse(R"({
+    "$defs": {"node": {"type": "object", "properties": {"v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}, "maxItems": 2}}, "required": ["v"], "additionalProperties": false}},
+    "type": "object",
+    "properties": {
+      "name": {"type": "string", "minLength": 2, "maxLength": 5},
+      "kind": {"enum": ["a", "b", null]},
+      "tags": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 3},
+      "score": {"type": ["number", "null"]},
+      "tree": {"$ref": "#/$defs/node"},
+      "opt": {"type": "boolean"},
+      "any": {"anyOf": [{"type": "integer", "maximum": 3}, {"const": "k"}]}
+    },
+    "required": ["name", "kind", "tags", "tree", "any"],
+    "additionalProperties": false})");
+  const Grammar g = parse_gbnf(json_schema_to_gbnf(schema));
+  Automaton a(g);
+  std::mt19937 rng(21);
+  std::set<bool> saw_opt;
+  for (int i = 0; i < 300; ++i) {
+    const std::string s = derive(g, rng, g.root);
+    ASSERT_TRUE(automaton_accepts(a, s));
+    nlohmann::json v;
+    ASSERT_NO_THROW(v = nlohmann::json::parse(s)) << s;
+    ASSERT_TRUE(v.is_object());
+    for (const char* k : {"name", "kind", "tags", "tree", "any"}) ASSERT_TRUE(v.contains(k)) << s;
+    for (const auto& [k, x] : v.items()) ASSERT_TRUE(schema["properties"].contains(k)) << k;
+    // minLength/maxLength count code points
+    const std::string name = v["name"].get<std::string>();
+    size_t cps = 0;
+    for (unsigned char c : name) cps += (c & 0xC0) != 0x80;
+    ASSERT_GE(cps, 2u);
+    ASSERT_LE(cps, 5u);
+    ASSERT_TRUE(v["kind"] == "a" || v["kind"] == "b" || v["kind"].is_null());
+    ASSERT_GE(v["tags"].size(), 1u);
+    ASSERT_LE(v["tags"].size(), 3u);
+    ASSERT_TRUE(v["any"] == "k" || (v["any"].is_number_integer() && v["any"].get<int64_t>() <= 3)) << s;
+    std::function<void(const nlohmann::json&)> node = [&](const nlohmann::json& n) {
+      ASSERT_TRUE(n.contains("v") && n["v"].is_number_integer());
+      if (n.contains("kids")) {
+        ASSERT_LE(n["kids"].size(), 2u);
+        for (const auto& k : n["kids"]) node(k);
+      }
+    };
+    node(v["tree"]);
+    saw_opt.insert(v.contains("opt"));
+  }
+  EXPECT_EQ(saw_opt.size(), 2u) << "an optional property is sometimes written, sometimes not";
+}
+
+TEST(Grammar, UnsupportedSchemaKeywordsAreNamed) {
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {R"({"type":"string","pattern":"^a"})", "pattern"},
+      {R"({"type":"string","format":"email"})", "format"},
+      {R"({"oneOf":[{"type":"string"}]})", "oneOf"},
+      {R"({"allOf":[{"type":"string"}]})", "allOf"},
+      {R"({"type":"number","minimum":1})", "minimum"},
+      {R"({"type":"array","items":[{"type":"string"}]})", "items"},
+      {R"({"$ref":"http://x/y"})", "$ref"},
+      {R"({"$ref":"#/$defs/missing"})", "$ref"},
+      {R"({"type":"wat"})", "type"},
+      {R"({"type":"object","properties":{"a":{"type":"string","uniqueItems":true}}})", "uniqueItems"},
+      {R"({"type":"integer","minimum":5,"maximum":4})", "maximum"},
+      {R"(false)", "false"},
+  };
+  for (const auto& [text, kw] : bad) {
+    try {
+      json_schema_to_gbnf(nlohmann::json::parse(text));
+      ADD_FAILURE() << "accepted: " << text;
+    } catch (const SchemaError& e) {
+      EXPECT_EQ(e.keyword(), kw) << text << " -> " << e.what();
+    }
+  }
+}
+
+// ---- tokens ----
+
+struct Vocab {
+  tok::Tokenizer tok;
+  std::shared_ptr<const VocabTrie> trie;
+  int32_t eos;
+};
+
+Vocab& tiny_vocab() {
+  static Vocab v = [] {
+    const TinyTokenizer t = build_tiny_tokenizer(600);
+    auto tk = tok::Tokenizer::from_json_text(t.tokenizer_json);
+    auto trie = std::make_shared<const VocabTrie>(tk);
+    return Vocab{std::move(tk), std::move(trie), int32_t(t.eos_id)};
+  }();
+  return v;
+}
+
+TEST(TokenMask, TrieWalkEqualsEveryTokenAlone) {
+  Vocab& v = tiny_vocab();
+  const Grammar g = parse_gbnf(json_schema_to_gbnf(nlohmann::json::parse(
+      R"({"type":"object","properties":{"text":{"type":"string"},"n":{"type":"integer"},"list":{"type":"array","items":{"type":"number"}}},"required":["text","n","list"]})")));
+  TokenMasker m(v.trie, g, false);
+  Automaton ref(g);  // its own states: walked token by token
+  std::mt19937 rng(5);
+  for (int run = 0; run < 6; ++run) {
+    int32_t st = m.start();
+    for (int step = 0; step < 40 && !m.finished(st); ++step) {
+      for (int64_t left : {int64_t(1000), int64_t(40), int64_t(12), int64_t(3), int64_t(1)}) {
+        Bits bits;
+        m.allowed(st, left, bits);
+        std::vector<int32_t> ok;
+        for (int32_t id = 0; id < v.trie->n_vocab(); ++id) {
+          const bool allowed = bits[size_t(id) >> 6] >> (id & 63) & 1;
+          const std::string& b = v.trie->bytes(id);
+          bool want = !b.empty() && !v.tok.is_special(id);
+          if (want) {
+            const int32_t s2 = m.advance(st, id);
+            want = s2 != Automaton::kDead && int64_t(m.dist(s2)) <= left - 1;
+          }
+          ASSERT_EQ(allowed, want) << "id " << id << " '" << b << "' left " << left;
+          if (allowed && left == 1000) ok.push_back(id);
+        }
+        if (left == 1000) {
+          ASSERT_FALSE(ok.empty());
+          st = m.advance(st, ok[rng() % ok.size()]);
+        }
+      }
+    }
+  }
+  const auto s = m.stats();
+  EXPECT_GT(s.cache_hits, 0);
+}
+
+TEST(TokenMask, ConstrainedSamplingAlwaysFinishesValid) {
+  Vocab& v = tiny_vocab();
+  const std::vector<std::string> schemas = {
+      "",  // json_object
+      R"({"type":"object","properties":{"city":{"type":"string"},"days":{"type":"integer","minimum":1,"maximum":14},"units":{"enum":["c","f"]}},"required":["city","days","units"],"additionalProperties":false})",
+      R"({"type":"array","items":{"type":"object","properties":{"k":{"type":"string","maxLength":4}},"required":["k"]},"minItems":2})"};
+  std::mt19937 rng(77);
+  int n = 0;
+  for (const std::string& sc : schemas) {
+    const std::string gbnf = sc.empty() ? json_object_gbnf() : json_schema_to_gbnf(nlohmann::json::parse(sc));
+    auto masker = std::make_shared<TokenMasker>(v.trie, parse_gbnf(gbnf), false);
+    const uint32_t need = masker->dist(masker->start());
+    for (int r = 0; r < 70; ++r, ++n) {
+      const int64_t max_tokens = need + 1 + rng() % 60;
+      GrammarConstraint c(masker);
+      SamplingParams p;
+      p.temperature = 1.0f;
+      p.seed = uint64_t(n);
+      const std::vector<int32_t> stops{v.eos};
+      Sampler sampler(p, {}, stops);
+      std::vector<float> logits(size_t(v.trie->n_vocab()));
+      std::normal_distribution<float> z(0.f, 3.f);
+      std::vector<int32_t> out;
+      bool stopped = false;
+      for (int64_t t = 0; t < max_tokens; ++t) {
+        for (float& x : logits) x = z(rng);
+        logits[size_t(v.eos)] += 2.f;  // a model keen to stop early
+        c.restrict(logits.data(), int64_t(logits.size()), max_tokens - t, stops);
+        const int32_t id = sampler.sample(logits.data(), int64_t(logits.size()));
+        c.accept(id);
+        if (id == v.eos) {
+          stopped = true;
+          break;
+        }
+        out.push_back(id);
+      }
+      const std::string text = v.tok.decode(out);
+      SCOPED_TRACE(text);
+      ASSERT_TRUE(nlohmann::json::accept(text)) << "max_tokens " << max_tokens << (stopped ? " (stopped)" : " (length)");
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mmx::grammar

@@ -1,4 +1,4 @@
-// Block parser for the M3 namespaced tool-call format (tool_blocks.h), following the facts of
+// Incremental block reader for the M3 namespaced tool-call format (tool_blocks.h), following the facts of
 // vLLM's `_llm_nom/m3_text.py` M3TextParser:
 //   * every structural tag is preceded by the namespace token NS = "]<]minimax[>[";
 //   * `NS<invoke name="f">` ... `NS</invoke>`; parameters are `NS<key>value NS</key>` tags;
@@ -163,64 +163,77 @@ ojson parse_nested(std::string_view body, const M3Type& type) {
   return stack[0].get_value();
 }
 
-// Parameters of one invoke body; nullopt when something other than whitespace sits between
-// parameter tags.
-std::optional<ojson> m3_params(std::string_view s, const nlohmann::json* fn_params) {
+}  // namespace
+
+BlockStep read_m3_step(std::string_view text, const BlockReadContext& ctx) {
+  const std::string invoke_start = std::string(kM3Namespace) + "<invoke name=\"";
+  const std::string invoke_end = std::string(kM3Namespace) + "</invoke>";
   const std::string open = std::string(kM3Namespace) + "<";
-  ojson args = ojson::object();
+  auto step = [](BlockStep::Kind kind, size_t consumed) {
+    BlockStep s;
+    s.kind = kind;
+    s.consumed = consumed;
+    return s;
+  };
   size_t i = 0;
-  for (;;) {
-    while (i < s.size() && is_space(s[i])) ++i;
-    if (i == s.size()) return args;
-    if (!starts_with(s, i, open)) return std::nullopt;
-    size_t p = i + open.size();
-    if (p < s.size() && s[p] == '/') return std::nullopt;
-    size_t gt = s.find('>', p);
-    if (gt == std::string_view::npos || gt == p) return std::nullopt;
-    std::string name(s.substr(p, gt - p));
-    std::string close = std::string(kM3Namespace) + "</" + name + ">";
-    size_t c = s.find(close, gt + 1);
-    if (c == std::string_view::npos) return std::nullopt;
-    std::string_view inner = s.substr(gt + 1, c - gt - 1);
+  while (i < text.size() && is_space(text[i])) ++i;
+  const std::string_view rest = text.substr(i);
+  const bool final = ctx.final;
+  if (rest.empty()) return step(final ? BlockStep::kEof : BlockStep::kWait, i);
+  if (starts_with(rest, 0, ctx.block_end)) return step(BlockStep::kEnd, i + ctx.block_end.size());
+  const size_t be = rest.find(ctx.block_end);
+  const bool cut = be != std::string_view::npos || final;  // an open element can never close
+
+  if (!ctx.in_invoke) {
+    if (starts_with(rest, 0, invoke_start)) {
+      const size_t q = rest.find("\">", invoke_start.size());
+      if (q == std::string_view::npos) return step(cut ? BlockStep::kBad : BlockStep::kWait, i);
+      if (q == invoke_start.size() || be < q) return step(BlockStep::kBad, i);
+      BlockStep s = step(BlockStep::kInvokeOpen, i + q + 2);
+      s.name = std::string(rest.substr(invoke_start.size(), q - invoke_start.size()));
+      return s;
+    }
+    if (!final && (proper_prefix_of(rest, invoke_start) || proper_prefix_of(rest, ctx.block_end)))
+      return step(BlockStep::kWait, i);
+    return step(BlockStep::kBad, i);
+  }
+
+  if (starts_with(rest, 0, invoke_end)) return step(BlockStep::kInvokeClose, i + invoke_end.size());
+  if (!final && (proper_prefix_of(rest, invoke_end) || proper_prefix_of(rest, ctx.block_end)))
+    return step(BlockStep::kWait, i);
+  if (starts_with(rest, 0, open) && rest.size() > open.size()) {
+    const size_t p = open.size();
+    if (rest[p] == '/') return step(BlockStep::kBad, i);  // a close tag with no opener
+    const size_t ie = rest.find(invoke_end);
+    const size_t gt = rest.find('>', p);
+    if (gt == std::string_view::npos) return step(cut ? BlockStep::kBad : BlockStep::kWait, i);
+    if (gt == p || ie < gt || be < gt) return step(BlockStep::kBad, i);
+    const std::string name(rest.substr(p, gt - p));
+    const std::string close = std::string(kM3Namespace) + "</" + name + ">";
+    const size_t c = rest.find(close, gt + 1);
+    if (c == std::string_view::npos)
+      return step(cut || ie != std::string_view::npos ? BlockStep::kBad : BlockStep::kWait, i);
+    // The parameter must close inside its invoke and its block (a parameter called "invoke"
+    // or "tool_call" therefore never closes, as in vLLM's regexes).
+    if (ie <= c || be <= c) return step(BlockStep::kBad, i);
+    const std::string_view inner = rest.substr(gt + 1, c - gt - 1);
     nlohmann::json property;  // null when unknown
-    if (fn_params != nullptr && fn_params->is_object()) {
-      auto props = fn_params->find("properties");
-      if (props != fn_params->end() && props->is_object()) {
+    if (ctx.fn_params != nullptr && ctx.fn_params->is_object()) {
+      auto props = ctx.fn_params->find("properties");
+      if (props != ctx.fn_params->end() && props->is_object()) {
         auto it = props->find(name);
         if (it != props->end()) property = *it;
       }
     }
-    M3Type type = M3Type::from_property(property);
-    args[name] =
-        starts_with(inner, 0, open) ? parse_nested(inner, type) : type.convert(std::string(inner));
-    i = c + close.size();
+    const M3Type type = M3Type::from_property(property);
+    BlockStep s = step(BlockStep::kParam, i + c + close.size());
+    s.name = name;
+    s.value = starts_with(inner, 0, open) ? parse_nested(inner, type) : type.convert(std::string(inner));
+    return s;
   }
-}
-
-}  // namespace
-
-std::optional<std::vector<RawCall>> parse_m3_block(std::string_view body, const ToolIndex& tools) {
-  const std::string invoke_start = std::string(kM3Namespace) + "<invoke name=\"";
-  const std::string invoke_end = std::string(kM3Namespace) + "</invoke>";
-  std::vector<RawCall> calls;
-  size_t i = 0;
-  for (;;) {
-    while (i < body.size() && is_space(body[i])) ++i;
-    if (i == body.size()) break;
-    if (!starts_with(body, i, invoke_start)) return std::nullopt;
-    size_t p = i + invoke_start.size();
-    size_t q = body.find("\">", p);
-    if (q == std::string_view::npos || q == p) return std::nullopt;
-    std::string name(body.substr(p, q - p));
-    size_t close = body.find(invoke_end, q + 2);
-    if (close == std::string_view::npos) return std::nullopt;
-    auto args = m3_params(body.substr(q + 2, close - q - 2), tools.parameters(name));
-    if (!args) return std::nullopt;
-    calls.push_back({std::move(name), dump_py(*args)});
-    i = close + invoke_end.size();
-  }
-  if (calls.empty()) return std::nullopt;
-  return calls;
+  if (!final && (proper_prefix_of(rest, open) || rest == open))
+    return step(BlockStep::kWait, i);
+  return step(BlockStep::kBad, i);
 }
 
 }  // namespace mmx::chat

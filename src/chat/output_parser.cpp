@@ -2,6 +2,11 @@
 //
 //   kReasoning --think_end--> kContent --block_start--> kToolBlock --block_end--> kContent
 //                             kContent --think_start (once)--> kReasoning
+//                                          kToolBlock --malformed--> kBadBlock --block_end--> kContent
+//
+// In kToolBlock the format's reader (tool_blocks.h) takes one element at a time off the front
+// of the buffer and each becomes a streamed tool-call piece; kBadBlock passes the rest of a
+// block that went wrong through as content.
 //
 // Every decision depends only on the text, never on where a delta ends: a suffix of the buffer
 // that is a proper prefix of a tag the current mode watches is held back until more text (or
@@ -24,6 +29,7 @@ void ParsedDelta::append(ParsedDelta other) {
   content += other.content;
   reasoning += other.reasoning;
   for (auto& c : other.tool_calls) tool_calls.push_back(std::move(c));
+  for (auto& c : other.tool_call_deltas) tool_call_deltas.push_back(std::move(c));
 }
 
 std::optional<OutputFormat> output_format_from_name(std::string_view name) {
@@ -74,7 +80,7 @@ uint64_t splitmix64(uint64_t x) {
 }  // namespace
 
 struct OutputParser::State {
-  enum class Mode { kReasoning, kContent, kToolBlock };
+  enum class Mode { kReasoning, kContent, kToolBlock, kBadBlock };
 
   OutputFormat format;
   Tags tags;
@@ -84,7 +90,6 @@ struct OutputParser::State {
 
   Mode mode;
   std::string buf;                  // text not yet decided
-  size_t block_scan_from = 0;       // kToolBlock: where to resume searching for block_end
   bool at_output_start = true;      // kContent and nothing consumed: a stray think_end is dropped
   bool at_reasoning_start = false;  // kReasoning and nothing consumed: a repeated think_start too
   bool had_reasoning = false;       // think_start opens reasoning at most once
@@ -92,6 +97,14 @@ struct OutputParser::State {
   std::string pending_content_ws;   // trailing whitespace of the content, not yet released
   bool ws_after_tool = false;       // ... and it follows a parsed tool-call block
   std::string pending_reasoning_ws;
+  // kToolBlock: the block being read.
+  std::string block_raw;     // its text consumed while no call has started (for a verbatim fallback)
+  bool block_has_call = false;
+  bool in_call = false;      // a call is open (M2/M3: after its invoke tag)
+  ToolCall call;             // the open call, arguments so far
+  const nlohmann::json* call_params = nullptr;  // its "parameters" schema, if the tool is known
+  // kBadBlock: whether the block's end tag is content too (no call had started).
+  bool bad_block_keeps_end = false;
   bool prefix_sent = false;  // kM2AppendThink: "<think>" emitted
   bool finished = false;
 
@@ -157,35 +170,74 @@ struct OutputParser::State {
     return "call_" + std::string(hex, 24);
   }
 
-  std::optional<std::vector<RawCall>> parse_block(std::string_view body) {
+  BlockStep read_step(bool final) const {
+    BlockReadContext ctx{tags.block_end, in_call, call_params, final};
     switch (format) {
       case OutputFormat::kM3:
-        return parse_m3_block(body, tools);
+        return read_m3_step(buf, ctx);
       case OutputFormat::kM1:
-        return parse_m1_block(body);
+        return read_m1_step(buf, ctx);
       default:
-        return parse_m2_block(body, tools);
+        return read_m2_step(buf, ctx);
     }
   }
 
-  // The block body is buf[0, body_len); `closed` says whether block_end followed it.
-  void finish_block(size_t body_len, bool closed, ParsedDelta& out) {
-    std::string_view body(buf.data(), body_len);
-    // vLLM's M1 parser also accepts a `<tool_calls>` block that is still open at the end.
-    std::optional<std::vector<RawCall>> calls;
-    if (closed || format == OutputFormat::kM1) calls = parse_block(body);
-    if (calls) {
-      pending_content_ws.clear();
-      ws_after_tool = true;
-      for (auto& c : *calls)
-        out.tool_calls.push_back({next_id(), std::move(c.name), std::move(c.arguments_json)});
+  void start_call(std::string name, ParsedDelta& out) {
+    if (!block_has_call) {
+      block_has_call = true;
+      block_raw.clear();
+      pending_content_ws.clear();  // whitespace before a parsed block is dropped
+    }
+    const size_t index = n_calls;
+    call = ToolCall{next_id(), std::move(name), ""};
+    call_params = tools.parameters(call.name);
+    in_call = true;
+    out.tool_call_deltas.push_back({index, call.id, call.name, ""});
+  }
+
+  // Adds to the open call's arguments; merged into this delta's piece of the call if it has one.
+  void append_fragment(std::string fragment, ParsedDelta& out) {
+    call.arguments_json += fragment;
+    const size_t index = n_calls - 1;
+    if (out.tool_call_deltas.empty() || out.tool_call_deltas.back().index != index)
+      out.tool_call_deltas.push_back({index, "", "", ""});
+    out.tool_call_deltas.back().arguments += fragment;
+  }
+
+  void end_call(ParsedDelta& out) {
+    if (!in_call) return;
+    append_fragment(call.arguments_json.empty() ? "{}" : "}", out);
+    out.tool_calls.push_back(std::move(call));
+    call = ToolCall{};
+    call_params = nullptr;
+    in_call = false;
+  }
+
+  // The block went wrong at buf[skip..]: fall back as docs/output-parsing.md says.
+  void fail_block(size_t skip, ParsedDelta& out) {
+    if (block_has_call) {
+      end_call(out);
+      buf.erase(0, skip);  // whitespace next to the calls is syntax
+      bad_block_keeps_end = false;
     } else {
-      std::string raw = tags.block_start;
-      raw += body;
-      if (closed) raw += tags.block_end;
+      emit_content(tags.block_start + block_raw, out);
+      block_raw.clear();
+      bad_block_keeps_end = true;
+    }
+    mode = Mode::kBadBlock;
+  }
+
+  // The block closed (`with_end`: by its end tag; else by the end of output) after `consumed`.
+  void close_block(size_t consumed, bool with_end, ParsedDelta& out) {
+    if (block_has_call) {
+      end_call(out);  // an invoke still open at the block end is closed by it
+      ws_after_tool = true;
+    } else {
+      std::string raw = tags.block_start + block_raw + buf.substr(0, consumed);
       emit_content(raw, out);
     }
-    buf.erase(0, body_len + (closed ? tags.block_end.size() : 0));
+    buf.erase(0, consumed);
+    block_raw.clear();
     mode = Mode::kContent;
   }
 
@@ -234,7 +286,8 @@ struct OutputParser::State {
           if (is_block) {
             buf.erase(0, pos + tags.block_start.size());
             mode = Mode::kToolBlock;
-            block_scan_from = 0;
+            block_raw.clear();
+            block_has_call = false;
           } else {
             buf.erase(0, pos + tags.think_start.size());
             mode = Mode::kReasoning;
@@ -252,19 +305,71 @@ struct OutputParser::State {
         return;
       }
 
-      // Mode::kToolBlock: buf holds the block body (the start tag is consumed).
-      size_t pos = buf.find(tags.block_end, block_scan_from);
-      if (pos != std::string::npos) {
-        finish_block(pos, /*closed=*/true, out);
-        continue;
+      if (mode == Mode::kBadBlock) {
+        size_t pos = buf.find(tags.block_end);
+        if (pos != std::string::npos) {
+          emit_content(std::string_view(buf).substr(0, pos), out);
+          if (bad_block_keeps_end) {
+            emit_content(tags.block_end, out);
+          } else {  // the end tag closes a block that had calls: whitespace next to it is syntax
+            pending_content_ws.clear();
+            ws_after_tool = true;
+          }
+          buf.erase(0, pos + tags.block_end.size());
+          mode = Mode::kContent;
+          continue;
+        }
+        size_t keep = final ? 0 : partial_suffix(buf, tags.block_end);
+        emit_content(std::string_view(buf).substr(0, buf.size() - keep), out);
+        buf.erase(0, buf.size() - keep);
+        if (final) mode = Mode::kContent;
+        return;
       }
-      if (final) {
-        finish_block(buf.size(), /*closed=*/false, out);
-        continue;  // back in kContent with an empty buffer
+
+      // Mode::kToolBlock: buf holds the rest of the block body (the start tag is consumed).
+      BlockStep st = read_step(final);
+      switch (st.kind) {
+        case BlockStep::kWait:
+          return;
+        case BlockStep::kBad:
+          fail_block(st.consumed, out);
+          continue;
+        case BlockStep::kEnd:
+          close_block(st.consumed, /*with_end=*/true, out);
+          continue;
+        case BlockStep::kEof:
+          close_block(st.consumed, /*with_end=*/false, out);
+          continue;
+        default:
+          break;
       }
-      size_t overlap = tags.block_end.size() - 1;
-      block_scan_from = buf.size() > overlap ? buf.size() - overlap : 0;
-      return;
+      if (!block_has_call) block_raw.append(buf, 0, st.consumed);
+      buf.erase(0, st.consumed);
+      switch (st.kind) {
+        case BlockStep::kInvokeOpen:
+          start_call(std::move(st.name), out);
+          break;
+        case BlockStep::kParam: {
+          std::string piece = call.arguments_json.empty() ? "{" : ", ";
+          piece += dump_py(ojson(st.name));
+          piece += ": ";
+          piece += dump_py(st.value);
+          append_fragment(std::move(piece), out);
+          break;
+        }
+        case BlockStep::kInvokeClose:
+          end_call(out);
+          break;
+        case BlockStep::kCall:  // M1: a whole call in one piece
+          start_call(std::move(st.name), out);
+          append_fragment(dump_py(st.value), out);
+          out.tool_calls.push_back(std::move(call));
+          call = ToolCall{};
+          in_call = false;
+          break;
+        default:
+          break;
+      }
     }
   }
 };

@@ -12,8 +12,12 @@
 //   * feeding a text whole, one byte at a time, or in any chunking gives the same concatenated
 //     result (text that might be the start of a tag is held back until it is decided);
 //   * malformed or truncated output never throws and never drops text: a tool-call block that
-//     does not parse cleanly, or is still open at finish(), is returned as plain content;
-//   * tool calls are emitted whole, when their block closes (no per-argument deltas yet).
+//     goes wrong before its first call opened is returned verbatim as content; one that goes
+//     wrong later keeps the calls already streamed (the open one is closed) and returns the
+//     rest of the block as content (docs/output-parsing.md, "Streaming tool calls");
+//   * tool calls stream: a call's id and name as soon as its opening tag parsed, then one
+//     arguments fragment per parameter as each closes (`{"k": v`, `, "k2": v2`, `}`), and the
+//     whole ToolCall when it ends. M1 JSON lines come as one piece per call.
 #pragma once
 
 #include <cstdint>
@@ -32,12 +36,25 @@ struct ToolCall {
   std::string arguments_json;  // a JSON object, Python json.dumps style: {"k": "v", "n": 1}
 };
 
+// One streamed piece of a tool call (OpenAI's `delta.tool_calls[i]`). A call's first piece
+// carries its id and name; concatenating the `arguments` of all pieces of one index gives
+// exactly that call's ToolCall::arguments_json.
+struct ToolCallDelta {
+  size_t index = 0;       // the call's position in the whole output: 0, 1, 2, ...
+  std::string id;         // first piece only
+  std::string name;       // first piece only
+  std::string arguments;  // the next fragment of the arguments JSON (may be empty)
+};
+
 struct ParsedDelta {
   std::string content;
   std::string reasoning;
-  std::vector<ToolCall> tool_calls;
+  std::vector<ToolCall> tool_calls;             // calls that ended in this delta, whole
+  std::vector<ToolCallDelta> tool_call_deltas;  // the same calls as streamed pieces, as written
 
-  bool empty() const { return content.empty() && reasoning.empty() && tool_calls.empty(); }
+  bool empty() const {
+    return content.empty() && reasoning.empty() && tool_calls.empty() && tool_call_deltas.empty();
+  }
   // Appends `other` (content to content, reasoning to reasoning, calls to calls).
   void append(ParsedDelta other);
 };

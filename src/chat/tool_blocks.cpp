@@ -1,10 +1,9 @@
-// Block parsers for the M2 XML format and the Text-01/M1 JSON-lines format (tool_blocks.h).
-// Facts mirrored from vLLM minimax_m2_tool_parser.py / minimax_tool_parser.py:
+// Incremental block readers for the M2 XML format and the Text-01/M1 JSON-lines format
+// (tool_blocks.h). Facts mirrored from vLLM minimax_m2_tool_parser.py / minimax_tool_parser.py:
 //   * invoke and parameter names: text after `name=` up to the first '>', whitespace- and
 //     quote-stripped (both " and ' quotes);
 //   * a parameter value runs to the first `</parameter>` (so it may contain '<', newlines, and
 //     even an unterminated `<parameter ...>`); it is whitespace-stripped, then typed (m2_convert);
-//   * a repeated parameter name keeps its first position and the last value;
 //   * M1 lines are stripped; `arguments` is re-serialised whatever its JSON type.
 #include "chat/tool_blocks.h"
 
@@ -14,17 +13,15 @@ namespace mmx::chat {
 
 namespace {
 
-bool is_space(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
-}
-
-void skip_space(std::string_view s, size_t& i) {
-  while (i < s.size() && is_space(s[i])) ++i;
+size_t skip_space(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size() && block_space(s[i])) ++i;
+  return i;
 }
 
 std::string_view strip(std::string_view s) {
-  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
-  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
+  while (!s.empty() && block_space(s.front())) s.remove_prefix(1);
+  while (!s.empty() && block_space(s.back())) s.remove_suffix(1);
   return s;
 }
 
@@ -41,88 +38,100 @@ constexpr std::string_view kInvokeEnd = "</invoke>";
 constexpr std::string_view kParamStart = "<parameter name=";
 constexpr std::string_view kParamEnd = "</parameter>";
 
-// One `<start NAME>BODY</end>` element at s[i..] after optional whitespace. On success sets i
-// past `end` and returns {name, body}; nullopt if the element is missing or malformed.
-struct Element {
-  std::string name;
-  std::string_view body;
-};
-std::optional<Element> next_element(std::string_view s, size_t& i, std::string_view start,
-                                    std::string_view end) {
-  if (s.substr(i, start.size()) != start) return std::nullopt;
-  const size_t p = i + start.size();
-  const size_t close = s.find(end, p);
-  if (close == std::string_view::npos) return std::nullopt;
-  const std::string_view seg = s.substr(p, close - p);
-  const size_t gt = seg.find('>');
-  if (gt == std::string_view::npos || gt == 0) return std::nullopt;
-  i = close + end.size();
-  return Element{extract_name(seg.substr(0, gt)), seg.substr(gt + 1)};
+BlockStep step(BlockStep::Kind kind, size_t consumed) {
+  BlockStep s;
+  s.kind = kind;
+  s.consumed = consumed;
+  return s;
 }
 
-// Parameters of one invoke (the text after the name's '>'); nullopt on stray text.
-std::optional<ojson> m2_params(std::string_view s, const nlohmann::json* properties) {
-  ojson args = ojson::object();
-  size_t i = 0;
-  for (;;) {
-    skip_space(s, i);
-    if (i == s.size()) return args;
-    auto el = next_element(s, i, kParamStart, kParamEnd);
-    if (!el) return std::nullopt;
-    std::string value(strip(el->body));
-    const nlohmann::json* prop = nullptr;
-    if (properties != nullptr && properties->is_object()) {
-      auto it = properties->find(el->name);
-      if (it != properties->end()) prop = &*it;
-    }
-    args[el->name] = m2_convert(value, m2_types_of(prop));
-  }
-}
+// Position of `token` in `s`, or npos.
+size_t find(std::string_view s, std::string_view token, size_t from = 0) { return s.find(token, from); }
+
+// `a` comes before `b` (npos is last).
+bool before(size_t a, size_t b) { return a < b; }
 
 }  // namespace
 
-std::optional<std::vector<RawCall>> parse_m2_block(std::string_view body, const ToolIndex& tools) {
-  std::vector<RawCall> calls;
-  size_t i = 0;
-  for (;;) {
-    skip_space(body, i);
-    if (i == body.size()) break;
-    auto inv = next_element(body, i, kInvokeStart, kInvokeEnd);
-    if (!inv || inv->name.empty()) return std::nullopt;
-    const nlohmann::json* params = tools.parameters(inv->name);
-    const nlohmann::json* properties = nullptr;
-    if (params != nullptr && params->is_object()) {
-      auto it = params->find("properties");
-      if (it != params->end()) properties = &*it;
+BlockStep read_m2_step(std::string_view text, const BlockReadContext& ctx) {
+  const size_t i = skip_space(text);
+  const std::string_view rest = text.substr(i);
+  const bool final = ctx.final;
+  if (rest.empty()) return step(final ? BlockStep::kEof : BlockStep::kWait, i);
+  if (rest.substr(0, ctx.block_end.size()) == ctx.block_end)
+    return step(BlockStep::kEnd, i + ctx.block_end.size());
+  const size_t be = find(rest, ctx.block_end);
+  // The element is cut by the block end or the end of output: it can never complete.
+  const bool cut = be != std::string_view::npos || final;
+
+  if (!ctx.in_invoke) {
+    if (rest.substr(0, kInvokeStart.size()) == kInvokeStart) {
+      const size_t gt = rest.find('>', kInvokeStart.size());
+      if (gt == std::string_view::npos) return step(cut ? BlockStep::kBad : BlockStep::kWait, i);
+      const std::string_view seg = rest.substr(kInvokeStart.size(), gt - kInvokeStart.size());
+      // The first '>' ends the name; if it is the one of `</invoke>` (or of the block end),
+      // the opening tag has no '>' of its own.
+      if (seg.empty() || before(be, gt) || seg.find("</invoke") != std::string_view::npos)
+        return step(BlockStep::kBad, i);
+      BlockStep s = step(BlockStep::kInvokeOpen, i + gt + 1);
+      s.name = extract_name(seg);
+      if (s.name.empty()) s.kind = BlockStep::kBad, s.consumed = i;
+      return s;
     }
-    auto args = m2_params(inv->body, properties);
-    if (!args) return std::nullopt;
-    calls.push_back({std::move(inv->name), dump_py(*args)});
+    if (!final && (proper_prefix_of(rest, kInvokeStart) || proper_prefix_of(rest, ctx.block_end)))
+      return step(BlockStep::kWait, i);
+    return step(BlockStep::kBad, i);
   }
-  if (calls.empty()) return std::nullopt;
-  return calls;
+
+  if (rest.substr(0, kInvokeEnd.size()) == kInvokeEnd)
+    return step(BlockStep::kInvokeClose, i + kInvokeEnd.size());
+  if (rest.substr(0, kParamStart.size()) == kParamStart) {
+    const size_t pe = find(rest, kParamEnd, kParamStart.size());
+    const size_t ie = find(rest, kInvokeEnd, kParamStart.size());
+    if (pe == std::string_view::npos)
+      return step(cut || ie != std::string_view::npos ? BlockStep::kBad : BlockStep::kWait, i);
+    if (before(ie, pe) || before(be, pe)) return step(BlockStep::kBad, i);
+    const size_t gt = rest.find('>', kParamStart.size());
+    if (gt >= pe || gt == kParamStart.size()) return step(BlockStep::kBad, i);
+    BlockStep s = step(BlockStep::kParam, i + pe + kParamEnd.size());
+    s.name = extract_name(rest.substr(kParamStart.size(), gt - kParamStart.size()));
+    const nlohmann::json* prop = nullptr;
+    if (ctx.fn_params != nullptr && ctx.fn_params->is_object()) {
+      auto props = ctx.fn_params->find("properties");
+      if (props != ctx.fn_params->end() && props->is_object()) {
+        auto it = props->find(s.name);
+        if (it != props->end()) prop = &*it;
+      }
+    }
+    s.value = m2_convert(std::string(strip(rest.substr(gt + 1, pe - gt - 1))), m2_types_of(prop));
+    return s;
+  }
+  if (!final && (proper_prefix_of(rest, kInvokeEnd) || proper_prefix_of(rest, kParamStart) ||
+                 proper_prefix_of(rest, ctx.block_end)))
+    return step(BlockStep::kWait, i);
+  return step(BlockStep::kBad, i);
 }
 
-std::optional<std::vector<RawCall>> parse_m1_block(std::string_view body) {
-  std::vector<RawCall> calls;
-  size_t i = 0;
-  while (i <= body.size()) {
-    size_t nl = body.find('\n', i);
-    if (nl == std::string_view::npos) nl = body.size();
-    std::string_view line = strip(body.substr(i, nl - i));
-    i = nl + 1;
-    if (line.empty()) continue;
-    if (line.front() != '{' || line.back() != '}') return std::nullopt;
-    if (json_nesting_depth(line) > 64) return std::nullopt;  // walked recursively by dump_py
-    ojson j = ojson::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object()) return std::nullopt;
-    auto name = j.find("name");
-    auto args = j.find("arguments");
-    if (name == j.end() || !name->is_string() || args == j.end()) return std::nullopt;
-    calls.push_back({name->get<std::string>(), dump_py(*args)});
-  }
-  if (calls.empty()) return std::nullopt;
-  return calls;
+BlockStep read_m1_step(std::string_view text, const BlockReadContext& ctx) {
+  const size_t i = skip_space(text);
+  const std::string_view rest = text.substr(i);
+  if (rest.empty()) return step(ctx.final ? BlockStep::kEof : BlockStep::kWait, i);
+  if (rest.substr(0, ctx.block_end.size()) == ctx.block_end)
+    return step(BlockStep::kEnd, i + ctx.block_end.size());
+  const size_t line_end = std::min(rest.find('\n'), find(rest, ctx.block_end));
+  if (line_end == std::string_view::npos && !ctx.final) return step(BlockStep::kWait, i);
+  const std::string_view line = strip(rest.substr(0, line_end));
+  if (line.empty() || line.front() != '{' || line.back() != '}') return step(BlockStep::kBad, i);
+  if (json_nesting_depth(line) > 64) return step(BlockStep::kBad, i);  // dump_py recurses
+  ojson j = ojson::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return step(BlockStep::kBad, i);
+  auto name = j.find("name");
+  auto args = j.find("arguments");
+  if (name == j.end() || !name->is_string() || args == j.end()) return step(BlockStep::kBad, i);
+  BlockStep s = step(BlockStep::kCall, line_end == std::string_view::npos ? text.size() : i + line_end);
+  s.name = name->get<std::string>();
+  s.value = std::move(*args);
+  return s;
 }
 
 }  // namespace mmx::chat

@@ -1,37 +1,70 @@
-// Parsers for the body of one tool-call block, one per wire format. Internal to mmx_chat.
+// Incremental readers for the body of one tool-call block, one per wire format. Internal to
+// mmx_chat: OutputParser calls them on the block text received so far, and each call reads
+// the next *element* (an invoke's opening tag, one complete parameter, `</invoke>`, an M1 JSON
+// line, or the block's end tag) from the front of that text.
 //
-// Each takes the text between the block's start and end tags and returns the calls, or
-// std::nullopt when the body does not parse *cleanly*: anything other than whitespace outside
-// the recognised structure (a missing </invoke>, stray text between invokes, a bad JSON line)
-// rejects the whole block, and the caller then returns the block verbatim as content. This is
-// stricter than vLLM (which keeps the good invokes and silently drops the rest) so that no
-// model text is ever lost; docs/output-parsing.md lists the differences.
+// A reader decides only on complete evidence, never on where the text happens to end: an
+// element whose closing tag has not arrived yet gives kWait (unless `final`), and kBad is
+// given only when the text *already* cannot be the element expected there (stray text, a
+// closing tag missing before the next structural tag, the block end or the end of output).
+// So feeding the same text in any chunking yields the same sequence of steps.
+//
+// Which text closes what mirrors vLLM's regexes (docs/output-parsing.md): an M2 parameter
+// value runs to the first `</parameter>`, an invoke to the first `</invoke>`, and nothing
+// runs past the block's end tag.
 #pragma once
 
-#include <optional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
-#include <vector>
 
 #include "chat/value_typing.h"
 
 namespace mmx::chat {
 
-struct RawCall {
+struct BlockStep {
+  enum Kind {
+    kWait,         // the next element is incomplete: feed more text
+    kEnd,          // the block's end tag
+    kEof,          // `final` and nothing but whitespace is left (no end tag)
+    kInvokeOpen,   // M2/M3 `<invoke name="f">`: `name`
+    kParam,        // one complete M2/M3 parameter: `name` = key, `value` typed from the schema
+    kInvokeClose,  // M2/M3 `</invoke>`
+    kCall,         // one M1 JSON line: `name`, `value` = its "arguments" (any JSON)
+    kBad,          // the text after `consumed` (leading whitespace) is not what may come here
+  };
+  Kind kind = kWait;
+  size_t consumed = 0;  // bytes of the input this step used (leading whitespace included)
   std::string name;
-  std::string arguments_json;
+  ojson value;
+};
+
+struct BlockReadContext {
+  std::string_view block_end;            // the format's block end tag
+  bool in_invoke = false;                // M2/M3: after an invoke's opening tag
+  const nlohmann::json* fn_params = nullptr;  // the open invoke's "parameters" schema, if known
+  bool final = false;                    // no more text will come
 };
 
 // M2: `\n<invoke name="f">\n<parameter name="k">v</parameter>\n...</invoke>\n...`
-std::optional<std::vector<RawCall>> parse_m2_block(std::string_view body, const ToolIndex& tools);
+BlockStep read_m2_step(std::string_view text, const BlockReadContext& ctx);
 
 // M3 (namespace token NS = "]<]minimax[>["):
 //   `\nNS<invoke name="f">NS<k>v NS</k>NS<obj>NS<a>1NS</a>NS</obj>NS</invoke>\n...`
-std::optional<std::vector<RawCall>> parse_m3_block(std::string_view body, const ToolIndex& tools);
+BlockStep read_m3_step(std::string_view text, const BlockReadContext& ctx);
 
-// Text-01 / M1: one `{"name": "f", "arguments": {...}}` JSON object per non-empty line.
-std::optional<std::vector<RawCall>> parse_m1_block(std::string_view body);
+// Text-01 / M1: one `{"name": "f", "arguments": {...}}` JSON object per non-empty line; with
+// `final` the last line needs no newline (vLLM also parses a block still open at the end).
+BlockStep read_m1_step(std::string_view text, const BlockReadContext& ctx);
 
 inline constexpr std::string_view kM3Namespace = "]<]minimax[>[";
+
+// Shared by the readers: ASCII whitespace, and "`s` is a proper prefix of `token`".
+inline bool block_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+inline bool proper_prefix_of(std::string_view s, std::string_view token) {
+  return s.size() < token.size() && token.substr(0, s.size()) == s;
+}
 
 }  // namespace mmx::chat

@@ -72,6 +72,20 @@ json tool_calls_json(const std::vector<chat::ToolCall>& calls, int first_index) 
   return out;
 }
 
+json tool_call_deltas_json(const std::vector<chat::ToolCallDelta>& pieces) {
+  json out = json::array();
+  for (const chat::ToolCallDelta& p : pieces) {
+    if (!p.id.empty())
+      out.push_back({{"index", p.index},
+                     {"id", p.id},
+                     {"type", "function"},
+                     {"function", {{"name", p.name}, {"arguments", p.arguments}}}});
+    else
+      out.push_back({{"index", p.index}, {"function", {{"arguments", p.arguments}}}});
+  }
+  return out;
+}
+
 json usage_json(const UsageInfo& u) {
   json j = {{"prompt_tokens", u.prompt},
             {"completion_tokens", u.completion},

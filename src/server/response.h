@@ -26,6 +26,10 @@ json completion_logprobs(const tok::Tokenizer& tok, const std::vector<GenEvent>&
 // [{"index": first_index + k, "id", "type": "function", "function": {"name", "arguments"}}].
 json tool_calls_json(const std::vector<chat::ToolCall>& calls, int first_index);
 
+// Streamed pieces as a chunk's delta.tool_calls: a call's first piece is {"index", "id", "type":
+// "function", "function": {"name", "arguments"}}, later ones {"index", "function": {"arguments"}}.
+json tool_call_deltas_json(const std::vector<chat::ToolCallDelta>& pieces);
+
 struct UsageInfo {
   int64_t prompt = 0, completion = 0, cached = 0;
   bool report_drop = false;               // --drop-reasoning-over is on

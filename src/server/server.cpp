@@ -32,7 +32,6 @@ struct ChoiceAcc {
   std::vector<chat::ToolCall> calls;
   std::vector<GenEvent> tokens;   // for logprobs
   std::string finish_reason;
-  int n_calls_sent = 0;           // streaming: tool-call index of the next call
   int64_t text_offset = 0;        // completions logprobs
 };
 
@@ -133,10 +132,7 @@ std::string update_events(Job& job, Update u) {
     json delta = json::object();
     if (!u.delta.reasoning.empty() && job.split_reasoning) delta["reasoning_content"] = u.delta.reasoning;
     if (!u.delta.content.empty()) delta["content"] = u.delta.content;
-    if (!u.delta.tool_calls.empty()) {
-      delta["tool_calls"] = tool_calls_json(u.delta.tool_calls, a.n_calls_sent);
-      a.n_calls_sent += int(u.delta.tool_calls.size());
-    }
+    if (!u.delta.tool_call_deltas.empty()) delta["tool_calls"] = tool_call_deltas_json(u.delta.tool_call_deltas);
     if (!delta.empty() || has_lp) {
       json lp = has_lp ? json{{"content", chat_logprobs_content(*job.tok, u.tokens)}} : json(nullptr);
       out += sse(chunk(job, json::array({chat_chunk_choice(u.choice, delta, lp, "")})));

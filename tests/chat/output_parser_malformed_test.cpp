@@ -1,6 +1,8 @@
-// Malformed and truncated model outputs: nothing throws, nothing is lost, and a tool-call block
-// that does not parse cleanly comes back verbatim as content. Every case runs whole, byte by
-// byte and in random chunks.
+// Malformed and truncated model outputs: nothing throws, nothing is lost. A tool-call block that
+// goes wrong before its first call opened comes back verbatim as content; one that goes wrong
+// after a call was streamed keeps the calls (the open one closed) and the unparsable rest of the
+// block is content (docs/output-parsing.md, "Streaming tool calls"). Every case runs whole, byte
+// by byte and in random chunks.
 #include "parse_helpers.h"
 
 namespace mmx::chat {
@@ -56,29 +58,70 @@ TEST(Malformed, MissingInvokeEnd) {
       "<minimax:tool_call>\n<invoke name=\"get_weather\">\n<parameter "
       "name=\"city\">Paris</parameter>\n"
       "</minimax:tool_call>";
+  // The call was streamed when its parameter closed; the block end closes it.
   auto d = parse_all_modes(kM2, "r</think>\n\nok\n" + block, true);
-  EXPECT_TRUE(d.tool_calls.empty());
-  EXPECT_EQ(d.content, "ok\n" + block);
+  ASSERT_EQ(d.tool_calls.size(), 1u);
+  EXPECT_EQ(d.tool_calls[0].arguments_json, R"({"city": "Paris"})");
+  EXPECT_EQ(d.content, "ok");
 }
 
-TEST(Malformed, OneGoodOneBrokenInvokeRejectsTheBlock) {
+TEST(Malformed, OneGoodOneBrokenInvokeKeepsBothCalls) {
   std::string block =
       "<minimax:tool_call>\n<invoke name=\"get_weather\"><parameter "
       "name=\"city\">A</parameter></invoke>\n"
       "<invoke name=\"get_weather\"><parameter name=\"city\">B</parameter>\n</minimax:tool_call>";
   auto d = parse_all_modes(kM2, block, false);
-  EXPECT_TRUE(d.tool_calls.empty());
-  EXPECT_EQ(d.content, block);
+  ASSERT_EQ(d.tool_calls.size(), 2u);
+  EXPECT_EQ(d.tool_calls[0].arguments_json, R"({"city": "A"})");
+  EXPECT_EQ(d.tool_calls[1].arguments_json, R"({"city": "B"})");
+  EXPECT_EQ(d.content, "");
 }
 
-TEST(Malformed, MissingBlockEndIsContentAtFinish) {
+TEST(Malformed, StrayTextAfterAStreamedCallIsContent) {
+  std::string block =
+      "<minimax:tool_call>\n<invoke name=\"get_weather\"><parameter name=\"city\">A</parameter>"
+      "oops</invoke>\n<invoke name=\"run_code\"></invoke>\n</minimax:tool_call>\n\nafter";
+  auto d = parse_all_modes(kM2, "before " + block, false);
+  ASSERT_EQ(d.tool_calls.size(), 1u);  // nothing after the stray text is read as a call
+  EXPECT_EQ(d.tool_calls[0].arguments_json, R"({"city": "A"})");
+  // Whitespace right before the block and right before its end tag is dropped, as around a
+  // block that parsed.
+  EXPECT_EQ(d.content, "beforeoops</invoke>\n<invoke name=\"run_code\"></invoke>\n\nafter");
+}
+
+TEST(Malformed, BrokenBlockDoesNotPoisonTheNextOne) {
+  std::string bad = "<minimax:tool_call>\nhello</minimax:tool_call>";
+  std::string good =
+      "<minimax:tool_call><invoke name=\"get_weather\"><parameter name=\"days\">2</parameter>"
+      "</invoke></minimax:tool_call>";
+  auto d = parse_all_modes(kM2, bad + " mid " + good + " end", false);
+  ASSERT_EQ(d.tool_calls.size(), 1u);
+  EXPECT_EQ(d.tool_calls[0].arguments_json, R"({"days": 2})");
+  EXPECT_EQ(d.content, bad + " mid end");
+}
+
+TEST(Malformed, MissingBlockEndKeepsTheFinishedCall) {
   std::string text =
       "Checking.\n<minimax:tool_call>\n<invoke name=\"get_weather\">\n<parameter "
       "name=\"city\">Paris"
       "</parameter>\n</invoke>\n";
   auto d = parse_all_modes(kM2, "r</think>\n\n" + text, true);
+  ASSERT_EQ(d.tool_calls.size(), 1u);
+  EXPECT_EQ(d.tool_calls[0].arguments_json, R"({"city": "Paris"})");
+  EXPECT_EQ(d.content, "Checking.");
+  // Cut inside the second parameter: the call is closed with what had closed, the rest is text.
+  std::string cut =
+      "<minimax:tool_call>\n<invoke name=\"get_weather\">\n<parameter name=\"city\">Paris"
+      "</parameter>\n<parameter name=\"days\">3";
+  d = parse_all_modes(kM2, cut, false);
+  ASSERT_EQ(d.tool_calls.size(), 1u);
+  EXPECT_EQ(d.tool_calls[0].arguments_json, R"({"city": "Paris"})");
+  EXPECT_EQ(d.content, "<parameter name=\"days\">3");
+  // Cut inside the invoke tag: no call had started, so the whole block is text.
+  std::string early = "x <minimax:tool_call>\n<invoke name=\"get_wea";
+  d = parse_all_modes(kM2, early, false);
   EXPECT_TRUE(d.tool_calls.empty());
-  EXPECT_EQ(d.content, text);
+  EXPECT_EQ(d.content, early);
 }
 
 TEST(Malformed, MissingParameterEnd) {
@@ -86,8 +129,9 @@ TEST(Malformed, MissingParameterEnd) {
       "<minimax:tool_call><invoke name=\"get_weather\"><parameter name=\"city\">Paris</invoke>"
       "</minimax:tool_call>";
   auto d = parse_all_modes(kM2, block, false);
-  EXPECT_TRUE(d.tool_calls.empty());
-  EXPECT_EQ(d.content, block);
+  ASSERT_EQ(d.tool_calls.size(), 1u);  // streamed at its opening tag; no parameter closed
+  EXPECT_EQ(d.tool_calls[0].arguments_json, "{}");
+  EXPECT_EQ(d.content, "<parameter name=\"city\">Paris</invoke>");
 }
 
 TEST(Malformed, ParameterWithoutEndSwallowsTheNextOneLikeVllm) {
@@ -160,8 +204,9 @@ TEST(Malformed, M3Truncated) {
   std::string text =
       "]<]minimax[>[<tool_call>\n]<]minimax[>[<invoke name=\"get_weather\">]<]minimax[>[<city>Pa";
   auto d = parse_all_modes(kM3, text, false);
-  EXPECT_TRUE(d.tool_calls.empty());
-  EXPECT_EQ(d.content, text);
+  ASSERT_EQ(d.tool_calls.size(), 1u);
+  EXPECT_EQ(d.tool_calls[0].arguments_json, "{}");
+  EXPECT_EQ(d.content, "]<]minimax[>[<city>Pa");
 }
 
 TEST(Malformed, M3StrayTextBetweenParameters) {
@@ -169,8 +214,14 @@ TEST(Malformed, M3StrayTextBetweenParameters) {
       "]<]minimax[>[<tool_call>]<]minimax[>[<invoke name=\"get_weather\">junk]<]minimax[>[<city>A"
       "]<]minimax[>[</city>]<]minimax[>[</invoke>]<]minimax[>[</tool_call>";
   auto d = parse_all_modes(kM3, text, false);
+  ASSERT_EQ(d.tool_calls.size(), 1u);
+  EXPECT_EQ(d.tool_calls[0].arguments_json, "{}");
+  EXPECT_EQ(d.content, "junk]<]minimax[>[<city>A]<]minimax[>[</city>]<]minimax[>[</invoke>");
+  // Stray text before the first invoke: the whole block is content.
+  std::string early = "]<]minimax[>[<tool_call> junk ]<]minimax[>[</tool_call>";
+  d = parse_all_modes(kM3, early, false);
   EXPECT_TRUE(d.tool_calls.empty());
-  EXPECT_EQ(d.content, text);
+  EXPECT_EQ(d.content, early);
 }
 
 TEST(Malformed, M3MismatchedNestedTagsAreBestEffort) {
@@ -184,12 +235,18 @@ TEST(Malformed, M3MismatchedNestedTagsAreBestEffort) {
   EXPECT_EQ(d.tool_calls[0].arguments_json, R"({"opts": {"lang": {"depth": "2", "$text": "en"}}})");
 }
 
-TEST(Malformed, M1BadLineRejectsTheBlock) {
+TEST(Malformed, M1BadLineAfterAGoodOneIsContent) {
   std::string text =
       "<tool_calls>\n{\"name\": \"get_weather\", \"arguments\": {}}\nnot json\n</tool_calls>";
   auto d = parse_all_modes(kM1, text, false);
+  ASSERT_EQ(d.tool_calls.size(), 1u);
+  EXPECT_EQ(d.tool_calls[0].arguments_json, "{}");
+  EXPECT_EQ(d.content, "not json");
+  // A bad first line: the whole block is content.
+  std::string first = "<tool_calls>\nnot json\n{\"name\": \"f\", \"arguments\": {}}\n</tool_calls>";
+  d = parse_all_modes(kM1, first, false);
   EXPECT_TRUE(d.tool_calls.empty());
-  EXPECT_EQ(d.content, text);
+  EXPECT_EQ(d.content, first);
 }
 
 TEST(Malformed, FeedAfterFinishIsIgnored) {

@@ -267,9 +267,12 @@ TEST(M2, DuplicateParameterAndUnionTypes) {
   std::string text = m2_block(m2_call("f", {{"n", "1"}, {"s", "12"}, {"n", "nil"}, {"x", "[1]"}}));
   auto d = parse_all_modes(kM2, text, false, tools);
   ASSERT_EQ(d.tool_calls.size(), 1u);
-  // Priority integer > string; a repeated key keeps its first position and its last value;
-  // an undeclared parameter is a string.
-  EXPECT_EQ(d.tool_calls[0].arguments_json, R"({"n": null, "s": 12, "x": "[1]"})");
+  // Priority integer > string; an undeclared parameter is a string. A repeated key is written
+  // again where it occurs (each parameter streams as it closes), so a JSON reader sees its first
+  // position and its last value, as vLLM's dict does.
+  EXPECT_EQ(d.tool_calls[0].arguments_json, R"({"n": 1, "s": 12, "n": null, "x": "[1]"})");
+  EXPECT_EQ(nlohmann::ordered_json::parse(d.tool_calls[0].arguments_json).dump(),
+            R"({"n":null,"s":12,"x":"[1]"})");
 }
 
 // ---- Text-01 / M1 ----

@@ -37,24 +37,70 @@ inline const nlohmann::json& test_tools() {
   return tools;
 }
 
-// Feeds `text` cut at the given (increasing) offsets, then finish(); concatenates the deltas.
+// The streamed pieces of every delta, checked against the whole calls: indices 0, 1, 2, ... in
+// order, a call's first piece (and only that one) carries its id and name, and the pieces of one
+// index concatenate exactly to that call's arguments. Also checks that each call was complete
+// (its whole ToolCall emitted) no earlier than its last piece.
+inline void expect_pieces_match_calls(const std::vector<ParsedDelta>& deltas) {
+  std::vector<ToolCall> assembled;
+  size_t n_whole = 0;
+  for (const ParsedDelta& d : deltas) {
+    for (const ToolCallDelta& p : d.tool_call_deltas) {
+      ASSERT_LE(p.index, assembled.size()) << "piece for a call that has not started";
+      ASSERT_GE(p.index + 1, assembled.size()) << "piece for an earlier call after a later one";
+      if (p.index == assembled.size()) {
+        EXPECT_FALSE(p.id.empty()) << "first piece of call " << p.index << " without id";
+        EXPECT_FALSE(p.name.empty()) << "first piece of call " << p.index << " without name";
+        assembled.push_back({p.id, p.name, ""});
+      } else {
+        EXPECT_TRUE(p.id.empty() && p.name.empty()) << "id/name repeated on a later piece";
+      }
+      ASSERT_LT(n_whole, assembled.size());
+      EXPECT_GE(p.index, n_whole) << "piece after the call was complete";
+      assembled[p.index].arguments_json += p.arguments;
+    }
+    for (const ToolCall& c : d.tool_calls) {
+      ASSERT_LT(n_whole, assembled.size()) << "whole call " << c.name << " never streamed";
+      EXPECT_EQ(assembled[n_whole].id, c.id);
+      EXPECT_EQ(assembled[n_whole].name, c.name);
+      EXPECT_EQ(assembled[n_whole].arguments_json, c.arguments_json);
+      ++n_whole;
+    }
+  }
+  EXPECT_EQ(n_whole, assembled.size()) << "a streamed call was never completed";
+}
+
+// Feeds `text` cut at the given (increasing) offsets, then finish(); concatenates the deltas
+// (and checks the streamed tool-call pieces of the run against its whole calls).
 inline ParsedDelta parse_cut(OutputFormat f, std::string_view text, const std::vector<size_t>& cuts,
                              bool starts_in_reasoning, const nlohmann::json& tools = test_tools()) {
   OutputParser p(f, tools, starts_in_reasoning, /*id_seed=*/7);
-  ParsedDelta out;
+  std::vector<ParsedDelta> deltas;
   size_t prev = 0;
   for (size_t c : cuts) {
-    out.append(p.feed(text.substr(prev, c - prev)));
+    deltas.push_back(p.feed(text.substr(prev, c - prev)));
     prev = c;
   }
-  out.append(p.feed(text.substr(prev)));
-  out.append(p.finish());
+  deltas.push_back(p.feed(text.substr(prev)));
+  deltas.push_back(p.finish());
+  expect_pieces_match_calls(deltas);
+  ParsedDelta out;
+  for (ParsedDelta& d : deltas) out.append(std::move(d));
   return out;
 }
 
 inline std::string describe(const ParsedDelta& d) {
   std::string s = "content=[" + d.content + "] reasoning=[" + d.reasoning + "] calls=";
   for (const auto& c : d.tool_calls) s += "{" + c.id + " " + c.name + " " + c.arguments_json + "}";
+  // The pieces joined per call (the chunking decides how they are cut, not what they say).
+  std::vector<std::string> joined;
+  for (const auto& p : d.tool_call_deltas) {
+    if (p.index >= joined.size()) joined.resize(p.index + 1);
+    if (!p.id.empty()) joined[p.index] += p.id + " " + p.name + " ";
+    joined[p.index] += p.arguments;
+  }
+  s += " pieces=";
+  for (const auto& j : joined) s += "{" + j + "}";
   return s;
 }
 

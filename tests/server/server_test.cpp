@@ -161,22 +161,40 @@ TEST_F(ServerTest, ParallelToolCalls) {
   EXPECT_NE(prompt.find("<tools>"), std::string::npos);
   EXPECT_NE(prompt.find("get_weather"), std::string::npos);
 
-  // Streamed: each call arrives as one delta with its index.
+  // Streamed: the calls arrive in pieces (id, type and name first, then argument fragments as
+  // each parameter closes), indexed 0 and 1; joined per index they equal the non-streamed calls.
   auto s = post("/v1/chat/completions", chat_body({{"tools", tools_json()}, {"stream", true}}).dump());
   ASSERT_TRUE(s);
-  std::vector<json> calls;
+  std::vector<json> joined;  // per index: {"id", "name", "arguments"}
+  std::vector<int> n_pieces;
   std::string finish;
   for (const json& e : sse_events(s->body)) {
+    if (e["choices"].empty()) continue;
     const json& ch = e["choices"][0];
     if (ch["delta"].contains("tool_calls"))
-      for (const json& c : ch["delta"]["tool_calls"]) calls.push_back(c);
+      for (const json& c : ch["delta"]["tool_calls"]) {
+        const size_t i = c["index"].get<size_t>();
+        ASSERT_LE(i, joined.size()) << "index skipped: " << c.dump();
+        if (i == joined.size()) {  // a call's first piece
+          EXPECT_EQ(c["type"], "function") << c.dump();
+          EXPECT_EQ(c["id"].get<std::string>().rfind("call_", 0), 0u) << c.dump();
+          joined.push_back({{"id", c["id"]}, {"name", c["function"]["name"]}, {"arguments", ""}});
+          n_pieces.push_back(0);
+        } else {
+          EXPECT_FALSE(c.contains("id") || c["function"].contains("name")) << "repeated on a later piece: " << c.dump();
+        }
+        joined[i]["arguments"] = joined[i]["arguments"].get<std::string>() + c["function"]["arguments"].get<std::string>();
+        ++n_pieces[i];
+      }
     if (!ch["finish_reason"].is_null()) finish = ch["finish_reason"];
   }
-  ASSERT_EQ(calls.size(), 2u);
-  EXPECT_EQ(calls[0]["index"], 0);
-  EXPECT_EQ(calls[1]["index"], 1);
-  EXPECT_EQ(calls[1]["function"]["name"], "get_time");
-  EXPECT_EQ(json::parse(calls[1]["function"]["arguments"].get<std::string>()), json({{"tz", "CET"}}));
+  ASSERT_EQ(joined.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(joined[i]["name"], msg["tool_calls"][i]["function"]["name"]);
+    EXPECT_EQ(joined[i]["arguments"], msg["tool_calls"][i]["function"]["arguments"]);  // byte for byte
+  }
+  EXPECT_NE(joined[0]["id"], joined[1]["id"]);
+  EXPECT_GE(n_pieces[0], 3) << "get_weather's two parameters were not streamed separately";
   EXPECT_EQ(finish, "tool_calls");
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "chat/m1_messages.h"
 #include "chat/output_parser.h"
 #include "server/api_error.h"
 #include "template/jinja.h"
@@ -21,7 +22,9 @@ std::string render(const ServedModel& m, const ojson& messages, const ChatReques
     throw ApiError(400, e.what(), "chat_template_kwargs");
   }
   try {
-    return m.chat_template->render(messages, req.tools, /*add_generation_prompt=*/true, req.template_kwargs);
+    // The M1 template reads content parts and renders no tool_calls field (chat/m1_messages.h).
+    return m.chat_template->render(m.format == chat::OutputFormat::kM1 ? chat::to_m1_messages(messages) : messages,
+                                   req.tools, /*add_generation_prompt=*/true, req.template_kwargs);
   } catch (const jinja::TemplateError& e) {
     // raise_exception() in the template is a message for the client; other template failures
     // come from shapes of the conversation the template cannot handle.

@@ -70,6 +70,8 @@ uint64_t Engine::submit(GenRequest r, std::function<void(const GenEvent&)> on_ev
       std::vector<int32_t> stops = r.stop_ids;  // the request's, then the model's eos unless ignored
       if (!r.ignore_eos) stops.insert(stops.end(), opts_.eos_ids.begin(), opts_.eos_ids.end());
       q->sampler = std::make_unique<Sampler>(r.sampling, r.prompt, std::move(stops));
+      if (r.constraint)  // the same budget the engine enforces below
+        q->sampler->constrain(r.constraint(), std::max<int64_t>(1, std::min(r.max_tokens, context_limit() - n_prompt)));
     } catch (const Error& e) {
       err.error = e.what(), err.refusal = GenEvent::kInvalid;
     }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "engine/sampler.h"
+#include "engine/token_constraint.h"
 
 namespace mmx {
 
@@ -25,6 +26,7 @@ struct GenRequest {
   bool ignore_eos = false;          // the model's eos ids do not stop it (only stop_ids do)
   int top_logprobs = 0;             // 0..20: alternatives per emitted token (logprobs always sent)
   int64_t priority = 0;             // reserved (fair FIFO today)
+  ConstraintFactory constraint;     // structured output: one TokenConstraint per sequence (empty: none)
 };
 
 struct TokenLogprob {

@@ -167,9 +167,15 @@ Sampler::Sampler(const SamplingParams& p, std::span<const int32_t> prompt, std::
 
 bool Sampler::stops(int32_t tok) const { return std::find(stop_ids_.begin(), stop_ids_.end(), tok) != stop_ids_.end(); }
 
+void Sampler::constrain(std::unique_ptr<TokenConstraint> c, int64_t max_tokens) {
+  constraint_ = std::move(c);
+  max_tokens_ = max_tokens;
+}
+
 const float* Sampler::adjusted(const float* logits, int64_t n) {
   const bool mask = state_.n_generated() < p_.min_tokens && !stop_ids_.empty();
-  if (p_.logit_bias.empty() && !mask && state_.output_counts().empty() && state_.seen().empty()) return logits;
+  if (p_.logit_bias.empty() && !mask && state_.output_counts().empty() && state_.seen().empty() && !constraint_)
+    return logits;
   work_.assign(logits, logits + n);
   for (const auto& [id, b] : p_.logit_bias)
     if (id < n) work_[size_t(id)] += b;
@@ -184,6 +190,8 @@ const float* Sampler::adjusted(const float* logits, int64_t n) {
     }
   for (const auto& [id, c] : state_.output_counts())
     if (id >= 0 && id < n) work_[size_t(id)] -= p_.frequency_penalty * float(c) + p_.presence_penalty;
+  if (constraint_)
+    constraint_->restrict(work_.data(), n, std::max<int64_t>(1, max_tokens_ - state_.n_generated()), stop_ids_);
   return work_.data();
 }
 
@@ -191,6 +199,7 @@ int32_t Sampler::sample(const float* logits, int64_t n) {
   const double u = p_.temperature == 0.0f ? 0.0 : std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
   const int32_t tok = pick(logits, n, u);
   state_.accept(tok);
+  if (constraint_) constraint_->accept(tok);
   return tok;
 }
 

@@ -17,6 +17,9 @@
 // select with nth_element over a growing prefix, and only the kept candidates are sorted.
 // sampler_ref.h is the fp64 reference of exactly these rules (full sort, no shortcuts).
 //
+// A TokenConstraint (structured output), when set, masks after step 4: ids it refuses get -inf
+// before the temperature, and it is told every drawn id.
+//
 // Logprobs are not the sampler's: the engine reports the log-softmax of the raw logits.
 #pragma once
 
@@ -27,6 +30,8 @@
 #include <unordered_set>
 #include <utility>
 #include <vector>
+
+#include "engine/token_constraint.h"
 
 namespace mmx {
 
@@ -68,6 +73,10 @@ class Sampler {
   int32_t sample(const float* logits, int64_t n_vocab);
   // The token the rules above give for the uniform u in [0, 1) — no draw, nothing recorded.
   int32_t pick(const float* logits, int64_t n_vocab, double u);
+  // Constrains every later draw; max_tokens: the sequence's budget (the constraint steers the
+  // reply to finish within it).
+  void constrain(std::unique_ptr<TokenConstraint> c, int64_t max_tokens);
+  bool constrained() const { return constraint_ != nullptr; }
   // The one stop rule: true when `tok` ends the sequence.
   bool stops(int32_t tok) const;
   const SamplingParams& params() const { return p_; }
@@ -83,6 +92,8 @@ class Sampler {
   std::vector<float> work_, w_;                  // reused: no allocation per step
   std::vector<double> blocks_;
   std::vector<std::pair<float, int32_t>> cand_;
+  std::unique_ptr<TokenConstraint> constraint_;
+  int64_t max_tokens_ = 0;
 };
 
 int32_t argmax(const float* logits, int64_t n);  // ties -> lowest id

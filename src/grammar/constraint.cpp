@@ -25,9 +25,11 @@ GrammarConstraint::GrammarConstraint(std::shared_ptr<TokenMasker> masker, Gate g
 
 void GrammarConstraint::restrict(float* logits, int64_t n, int64_t left, std::span<const int32_t> stop_ids) {
   if (state_ == Automaton::kDead) return;  // a refused id slipped through (cannot happen): stop steering
+  // The last token of the budget is kept for a stop id, so a complete reply ends as "stop".
+  const int64_t content_left = left - 1;
   if (gated_) {
-    // Writing the gate now leaves left - 1 tokens; the grammar needs dist(start) of them.
-    if (left - 1 <= int64_t(m_->dist(m_->start())) && gate_.id < n) {
+    // Writing the gate now leaves content_left - 1 tokens; the grammar needs dist(start) of them.
+    if (content_left - 1 <= int64_t(m_->dist(m_->start())) && gate_.id < n) {
       const float keep = logits[gate_.id];
       for (int64_t i = 0; i < n; ++i) logits[i] = kNegInf;
       logits[gate_.id] = keep;
@@ -37,7 +39,8 @@ void GrammarConstraint::restrict(float* logits, int64_t n, int64_t left, std::sp
       if (id >= 0 && id < n) logits[id] = kNegInf;
     return;
   }
-  m_->allowed(state_, left, bits_);
+  if (content_left >= 1) m_->allowed(state_, content_left, bits_);
+  else bits_.assign(size_t(n + 63) / 64, 0);
   const bool may_end = m_->accepting(state_);
   bits_.resize(size_t(n + 63) / 64, 0);
   for (int32_t id : stop_ids)

@@ -3,7 +3,8 @@
 // Optionally gated: a reasoning model first thinks freely, and the grammar applies only once the
 // gate (e.g. "</think>") was written — as its own token or spelled in bytes. While gated, stop ids
 // are refused (the reply must still come), and when only enough budget is left to write the gate
-// and the shortest sentence, the gate token is forced.
+// and the shortest sentence, the gate token is forced. The budget keeps its last token for a stop id:
+// a reply that fits ends as "stop", not "length" (what clients that parse structured output check).
 #pragma once
 
 #include <cstdint>

@@ -49,6 +49,50 @@ std::string get_string(const ojson& j, const char* key) {
   return v.get<std::string>();
 }
 
+// ---- structured output: response_format (OpenAI) and grammar (llama.cpp's GBNF) ----
+
+void parse_structure(const ojson& b, GenerationParams& p) {
+  using S = GenerationParams::Structure;
+  if (has(b, "response_format")) {
+    const ojson& rf = b.at("response_format");
+    if (!rf.is_object() || !rf.contains("type") || !rf["type"].is_string())
+      bad_request("'response_format' must be an object with a 'type'", "response_format");
+    const std::string type = rf["type"].get<std::string>();
+    for (const auto& [k, v] : rf.items())
+      if (k != "type" && !(k == "json_schema" && type == "json_schema"))
+        bad_request("'response_format." + k + "' is not a field of a \"" + type + "\" response_format", "response_format");
+    if (type == "json_object") {
+      p.structure = S::kJsonObject;
+    } else if (type == "json_schema") {
+      const ojson& js = rf.value("json_schema", ojson());
+      if (!js.is_object()) bad_request("'response_format.json_schema' must be an object", "response_format");
+      for (const auto& [k, v] : js.items())
+        if (k != "name" && k != "schema" && k != "strict" && k != "description")
+          bad_request("'response_format.json_schema." + k + "' is not supported (name, schema, strict, description)", "response_format");
+      if (js.contains("name") && !js["name"].is_string()) bad_request("'response_format.json_schema.name' must be a string", "response_format");
+      if (js.contains("strict") && !js["strict"].is_boolean() && !js["strict"].is_null())
+        bad_request("'response_format.json_schema.strict' must be a boolean", "response_format");
+      if (!js.contains("schema") || !(js["schema"].is_object() || js["schema"].is_boolean()))
+        bad_request("'response_format.json_schema.schema' must be a JSON Schema object", "response_format");
+      p.structure = S::kJsonSchema;
+      p.json_schema = js["schema"];
+    } else if (type != "text") {
+      throw ApiError(400, "'response_format' type \"" + type + "\" is not supported (text, json_object, json_schema)",
+                     "response_format", "unsupported_value");
+    }
+  }
+  if (has(b, "grammar")) {
+    if (p.structure != S::kNone) bad_request("'grammar' cannot be combined with a JSON 'response_format'", "grammar");
+    p.grammar = get_string(b, "grammar");
+    if (p.grammar.empty()) bad_request("'grammar' must not be empty", "grammar");
+    p.structure = S::kGrammar;
+  }
+  if (p.structure != S::kNone) {
+    if (p.ignore_eos) bad_request("'ignore_eos' cannot be combined with structured output: the reply ends where the grammar does", "ignore_eos");
+    if (p.sampling.min_tokens > 0) bad_request("'min_tokens' cannot be combined with structured output: the reply ends where the grammar does", "min_tokens");
+  }
+}
+
 // ---- the shared sampling / output fields ----
 
 void parse_common(const ojson& b, GenerationParams& p, bool chat, const SamplingParams& defaults) {
@@ -153,6 +197,7 @@ void parse_common(const ojson& b, GenerationParams& p, bool chat, const Sampling
       if (k != "include_usage" && !v.is_null())
         bad_request("'stream_options." + k + "' is not supported (only include_usage)", "stream_options");
   }
+  parse_structure(b, p);
   if (chat) {
     // Chat: logprobs is a boolean, top_logprobs a count.
     if (has(b, "logprobs")) p.logprobs = get_bool(b, "logprobs");
@@ -254,18 +299,29 @@ ChatRequest parse_chat_request(const ojson& b, const SamplingParams& defaults) {
     if (!b.at("tools").empty()) r.tools = b.at("tools");
   }
   if (has(b, "tool_choice")) {
-    // "required" and a named function need the output forced into a tool call (constrained
-    // decoding, not implemented yet): refused rather than quietly treated as "auto".
     const ojson& tc = b.at("tool_choice");
-    if (tc.is_string() && (tc == "auto" || tc == "none")) {
+    if (tc.is_string() && (tc == "auto" || tc == "none" || tc == "required")) {
       r.tool_choice = tc.get<std::string>();
-    } else if (tc == "required" || (tc.is_object() && tc.contains("function"))) {
-      bad_request("'tool_choice' " + std::string(tc.is_string() ? "\"required\"" : "naming a function") +
-                      " is not supported yet: forcing a tool call needs constrained decoding. Send \"auto\" "
-                      "(with only the wanted tool in 'tools' to steer the model)",
-                  "tool_choice");
+    } else if (tc.is_object()) {
+      const ojson& f = tc.value("function", ojson());
+      if (tc.value("type", ojson()) != "function" || !f.is_object() || !f.contains("name") || !f["name"].is_string())
+        bad_request("a named 'tool_choice' must be {\"type\": \"function\", \"function\": {\"name\": ...}}", "tool_choice");
+      r.tool_choice = "function";
+      r.forced_tool = f["name"].get<std::string>();
     } else {
-      bad_request("'tool_choice' must be \"auto\" or \"none\"", "tool_choice");
+      bad_request("'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", ...}", "tool_choice");
+    }
+    if (r.tool_choice == "required" || r.tool_choice == "function") {
+      if (r.tools.is_null()) bad_request("'tool_choice' \"" + r.tool_choice + "\" needs a non-empty 'tools'", "tool_choice");
+      if (r.structure != GenerationParams::Structure::kNone)
+        bad_request("'tool_choice' forcing a tool call cannot be combined with 'response_format' or 'grammar'", "tool_choice");
+      if (r.ignore_eos) bad_request("'ignore_eos' cannot be combined with a forced tool call", "ignore_eos");
+      if (r.sampling.min_tokens > 0) bad_request("'min_tokens' cannot be combined with a forced tool call", "min_tokens");
+      if (r.tool_choice == "function") {
+        bool found = false;
+        for (const ojson& t : r.tools) found |= t["function"]["name"] == r.forced_tool;
+        if (!found) bad_request("'tool_choice' names '" + r.forced_tool + "', which is not in 'tools'", "tool_choice");
+      }
     }
   }
   if (r.tool_choice == "none") r.tools = nullptr;  // the model is not told about tools at all

@@ -40,12 +40,17 @@ struct GenerationParams {
   bool include_usage = false;         // stream_options.include_usage
   bool logprobs = false;
   int top_logprobs = 0;               // 0..kMaxTopLogprobs
+  // Structured output (src/grammar, docs/structured-output.md): what every choice must match.
+  enum class Structure { kNone, kJsonObject, kJsonSchema, kGrammar } structure = Structure::kNone;
+  ojson json_schema;                  // kJsonSchema: response_format.json_schema.schema
+  std::string grammar;                // kGrammar: GBNF text (llama.cpp's `grammar` field)
 };
 
 struct ChatRequest : GenerationParams {
   ojson messages;                  // array of {role, content, ...} (roles checked)
   ojson tools;                     // array, or null when absent or tool_choice == "none"
-  std::string tool_choice = "auto";  // "auto" | "none" ("required" and named ones are refused)
+  std::string tool_choice = "auto";  // "auto" | "none" | "required" | "function" (forced_tool)
+  std::string forced_tool;           // tool_choice {"type": "function", "function": {"name": ...}}
   ojson template_kwargs;           // chat_template_kwargs object, or null
 };
 

@@ -16,7 +16,7 @@ namespace {
 constexpr const char* kCommon[] = {
     "model", "temperature", "top_p", "top_k", "min_p", "seed", "presence_penalty",
     "frequency_penalty", "repetition_penalty", "logit_bias", "min_tokens", "ignore_eos",
-    "max_tokens", "stop", "n", "stream", "stream_options", "logprobs"};
+    "max_tokens", "stop", "n", "stream", "stream_options", "logprobs", "response_format", "grammar"};
 constexpr const char* kChatOnly[] = {"messages", "max_completion_tokens", "top_logprobs", "tools",
                                      "tool_choice", "chat_template_kwargs"};
 constexpr const char* kCompletionOnly[] = {"prompt"};
@@ -40,8 +40,6 @@ const std::vector<FieldRule>& field_rules(Endpoint e) {
     r.push_back({"parallel_tool_calls", FieldRule::kDefaultOnly,
                  "true: the model may call several tools in one turn, and nothing can yet limit it to one"});
     r.push_back({"modalities", FieldRule::kDefaultOnly, "[\"text\"]: this server writes text only"});
-    r.push_back({"response_format", FieldRule::kDefaultOnly,
-                 "{\"type\": \"text\"}: constrained decoding (json_object, json_schema) is not implemented yet"});
     r.push_back({"reasoning_effort", FieldRule::kRefused,
                  "the chat template has no reasoning-effort control; use chat_template_kwargs where the template reads one"});
     r.push_back({"verbosity", FieldRule::kRefused, "the chat template has no verbosity control"});
@@ -66,7 +64,30 @@ const std::vector<FieldRule>& field_rules(Endpoint e) {
                                                   {"parse_special", FieldRule::kHonoured, ""}};
   static const std::vector<FieldRule> detokenize = {{"tokens", FieldRule::kHonoured, ""},
                                                     {"skip_special", FieldRule::kHonoured, ""}};
+  // Anthropic's POST /v1/messages and /v1/messages/count_tokens (anthropic_request.cpp).
+  static const std::vector<FieldRule> messages = [] {
+    std::vector<FieldRule> r;
+    for (const char* f : {"model", "max_tokens", "messages", "system", "tools", "tool_choice", "stop_sequences",
+                          "temperature", "top_p", "top_k", "stream", "thinking"})
+      r.push_back({f, FieldRule::kHonoured, ""});
+    r.push_back({"metadata", FieldRule::kNoEffect, ""});
+    r.push_back({"service_tier", FieldRule::kDefaultOnly, "\"auto\": there is one tier"});
+    r.push_back({"container", FieldRule::kRefused, "this server runs no code-execution containers"});
+    r.push_back({"mcp_servers", FieldRule::kRefused, "this server connects to no MCP servers"});
+    r.push_back({"context_management", FieldRule::kRefused, "the context is not edited server-side"});
+    return r;
+  }();
+  static const std::vector<FieldRule> count_tokens = [] {
+    std::vector<FieldRule> r;
+    for (const char* f : {"model", "messages", "system", "tools", "tool_choice", "thinking"})
+      r.push_back({f, FieldRule::kHonoured, ""});
+    r.push_back({"mcp_servers", FieldRule::kRefused, "this server connects to no MCP servers"});
+    r.push_back({"context_management", FieldRule::kRefused, "the context is not edited server-side"});
+    return r;
+  }();
   switch (e) {
+    case Endpoint::kMessages: return messages;
+    case Endpoint::kCountTokens: return count_tokens;
     case Endpoint::kChat: return chat;
     case Endpoint::kCompletion: return completion;
     case Endpoint::kTokenize: return tokenize;
@@ -84,7 +105,6 @@ bool is_default(const std::string& key, const ojson& v) {
   if (key == "service_tier") return v == "auto" || v == "default";
   if (key == "parallel_tool_calls") return v == true;
   if (key == "modalities") return v == ojson::array({"text"});
-  if (key == "response_format") return v.is_object() && v.size() == 1 && v.value("type", ojson()) == "text";
   if (key == "best_of") return v == 1;
   if (key == "echo") return v == false;
   if (key == "suffix") return v == "";
@@ -97,6 +117,8 @@ const char* endpoint_path(Endpoint e) {
     case Endpoint::kCompletion: return "/v1/completions";
     case Endpoint::kTokenize: return "/tokenize";
     case Endpoint::kDetokenize: return "/detokenize";
+    case Endpoint::kMessages: return "/v1/messages";
+    case Endpoint::kCountTokens: return "/v1/messages/count_tokens";
   }
   return "";
 }

@@ -18,7 +18,7 @@ namespace mmx::server {
 
 using ojson = nlohmann::ordered_json;
 
-enum class Endpoint { kChat, kCompletion, kTokenize, kDetokenize };
+enum class Endpoint { kChat, kCompletion, kTokenize, kDetokenize, kMessages, kCountTokens };
 
 struct FieldRule {
   enum Kind { kHonoured, kNoEffect, kDefaultOnly, kRefused };

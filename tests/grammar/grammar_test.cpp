@@ -349,7 +349,7 @@ TEST(TokenMask, ConstrainedSamplingAlwaysFinishesValid) {
     auto masker = std::make_shared<TokenMasker>(v.trie, parse_gbnf(gbnf), false);
     const uint32_t need = masker->dist(masker->start());
     for (int r = 0; r < 70; ++r, ++n) {
-      const int64_t max_tokens = need + 1 + rng() % 60;
+      const int64_t max_tokens = need + 1 + rng() % 60;  // + the stop token
       GrammarConstraint c(masker);
       SamplingParams p;
       p.temperature = 1.0f;
@@ -374,7 +374,8 @@ TEST(TokenMask, ConstrainedSamplingAlwaysFinishesValid) {
       }
       const std::string text = v.tok.decode(out);
       SCOPED_TRACE(text);
-      ASSERT_TRUE(nlohmann::json::accept(text)) << "max_tokens " << max_tokens << (stopped ? " (stopped)" : " (length)");
+      ASSERT_TRUE(nlohmann::json::accept(text)) << "max_tokens " << max_tokens;
+      ASSERT_TRUE(stopped) << "a complete reply ends with the stop id within max_tokens " << max_tokens;
     }
   }
 }

@@ -1,20 +1,27 @@
 #!/usr/bin/env bash
-# The official `openai` npm client against `mmx serve` on a fresh tiny M2 checkpoint.
-#   openai_client_test.sh MMX_BINARY BUILD_DIR
+# The official `openai` npm client against `mmx serve` on a tiny M2 checkpoint.
+#   openai_client_test.sh MMX_BINARY BUILD_DIR [SCRIPT.mjs] [MODEL_DIR]
 # Starts the server on an ephemeral port (--port 0; the port is read from its log line), waits
-# for /health, runs openai_client_test.mjs, and stops the server. Exit 77 = SKIPPED (the npm
-# package is not installed; tests/npm/reference.js says when that may skip and when it fails).
+# for /health, runs SCRIPT (default openai_client_test.mjs; MMX_BASE_URL, MMX_API_KEY, MMX_NPM in
+# its environment), and stops the server. MODEL_DIR: serve that checkpoint instead of a fresh
+# random one. Exit 77 = SKIPPED (the npm package is not installed; tests/npm/reference.js says
+# when that may skip and when it fails).
 set -uo pipefail
 MMX=$1
 BUILD=$2
 HERE=$(cd "$(dirname "$0")" && pwd)
+SCRIPT=${3:-$HERE/openai_client_test.mjs}
+MODEL=${4:-}
 NPM="$BUILD/npm"
 if ! command -v node >/dev/null 2>&1; then
   if [ "${CI:-}" = true ]; then echo "FAIL: node not found (under CI=true the openai client test is required)"; exit 1; fi
   echo "SKIPPED: node not found"; exit 77
 fi
 # Missing openai: a skip only where the registry is unreachable; under CI=true a failure.
-node "$HERE/../npm/reference.js" "$NPM" openai "the openai client test" || exit $?
+# MMX_NPM_NEEDS: more packages the script imports (e.g. ajv), checked the same way.
+for PKG in openai ${MMX_NPM_NEEDS:-}; do
+  node "$HERE/../npm/reference.js" "$NPM" "$PKG" "$(basename "$SCRIPT")" || exit $?
+done
 
 TMP=$(mktemp -d)
 PID=""
@@ -24,8 +31,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$MMX" make-tiny --arch minimax_m2 -o "$TMP/tiny" --dtype f32 --seed 3 >/dev/null 2>&1 || exit 1
-"$MMX" serve -m "$TMP/tiny" --host 127.0.0.1 --port 0 --api-key test-key --served-model-name tiny-m2 \
+if [ -z "$MODEL" ]; then
+  "$MMX" make-tiny --arch minimax_m2 -o "$TMP/tiny" --dtype f32 --seed 3 >/dev/null 2>&1 || exit 1
+  MODEL="$TMP/tiny"
+fi
+"$MMX" serve -m "$MODEL" --host 127.0.0.1 --port 0 --api-key test-key --served-model-name tiny-m2 \
   --drop-reasoning-over 0.3 -t 1 2>"$TMP/serve.log" &
 PID=$!
 
@@ -42,7 +52,7 @@ for _ in $(seq 1 100); do
   sleep 0.1
 done
 
-MMX_BASE_URL="http://127.0.0.1:$PORT/v1" MMX_API_KEY=test-key MMX_NPM="$NPM" node "$HERE/openai_client_test.mjs"
+MMX_BASE_URL="http://127.0.0.1:$PORT/v1" MMX_API_KEY=test-key MMX_NPM="$NPM" node "$SCRIPT"
 RC=$?
 if [ $RC -ne 0 ]; then echo "--- server log ---"; cat "$TMP/serve.log"; fi
 # The server must still be alive after everything the client threw at it.

@@ -1,0 +1,24 @@
+// Forced tool calls: GBNF for a reply that is one tool-call block in the model's own syntax, with
+// arguments valid for each tool's parameter schema (tool_choice "required" or a named function).
+//
+// M2 XML (chat::OutputFormat kM2 / kM2AppendThink; docs/output-parsing.md):
+//   <minimax:tool_call>\n
+//   <invoke name="f">\n<parameter name="k">VALUE</parameter>\n ... </invoke>\n   (one or more)
+//   </minimax:tool_call>
+// Parameters come in the schema's order, the required ones always. A VALUE is what the M2 parser
+// types back into the schema's type: a string parameter is raw text (non-empty, no leading
+// whitespace, no "</", never a bare null/none/nil, which the parser would read as null) or one of
+// its enum strings; any other schema is its JSON (GbnfWriter).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace mmx::grammar {
+
+// tools: the request's OpenAI tools array. only: "" = any tool, one or more calls; else exactly one
+// call of that function. The start rule is `root`. Throws SchemaError naming a keyword outside the
+// subset, mmx::Error for a malformed tool.
+std::string m2_tool_call_gbnf(const nlohmann::ordered_json& tools, const std::string& only);
+
+}  // namespace mmx::grammar

@@ -1,0 +1,97 @@
+#include "server/constraints.h"
+
+#include <fmt/format.h>
+
+#include "grammar/constraint.h"
+#include "grammar/gbnf.h"
+#include "grammar/json_schema.h"
+#include "grammar/tool_grammar.h"
+#include "server/api_error.h"
+
+namespace mmx::server {
+
+namespace {
+constexpr size_t kKeptGrammars = 32;
+constexpr const char* kAfterReasoning = "mmx-after-reasoning";
+}  // namespace
+
+std::shared_ptr<grammar::TokenMasker> Constraints::masker(const std::string& gbnf, bool allow_special, const char* param) {
+  const std::string key = std::string(allow_special ? "S" : "T") + gbnf;
+  std::lock_guard<std::mutex> l(mu_);
+  for (auto it = lru_.begin(); it != lru_.end(); ++it)
+    if (it->first == key) {
+      lru_.splice(lru_.begin(), lru_, it);
+      return it->second;
+    }
+  if (!trie_) {
+    try {
+      trie_ = std::make_shared<const grammar::VocabTrie>(*m_.tokenizer);
+    } catch (const Error& e) {
+      throw ApiError(400, std::string("structured output is not available for this model: ") + e.what(), param);
+    }
+  }
+  const bool wrapped = gbnf.find(std::string(kAfterReasoning) + " ::=") != std::string::npos;
+  std::shared_ptr<grammar::TokenMasker> m;
+  try {
+    m = std::make_shared<grammar::TokenMasker>(trie_, grammar::parse_gbnf(gbnf, wrapped ? kAfterReasoning : "root"), allow_special);
+  } catch (const Error& e) {
+    throw ApiError(400, std::string("'") + param + "': " + e.what(), param);
+  }
+  lru_.emplace_front(key, m);
+  if (lru_.size() > kKeptGrammars) lru_.pop_back();
+  return m;
+}
+
+ConstraintFactory Constraints::make(const GenerationParams& p, const ojson& tools, const std::string& tool_choice,
+                                    const std::string& forced_tool, bool starts_in_reasoning, int64_t max_tokens) {
+  using S = GenerationParams::Structure;
+  std::string gbnf;
+  const char* param = "response_format";
+  bool allow_special = false;
+  try {
+    if (tool_choice == "required" || tool_choice == "function") {
+      if (m_.format != chat::OutputFormat::kM2 && m_.format != chat::OutputFormat::kM2AppendThink)
+        throw ApiError(400, "forcing a tool call ('tool_choice' \"" + tool_choice +
+                                "\") is implemented for the M2 tool-call format only; this model writes another",
+                       "tool_choice", "unsupported_value");
+      param = "tool_choice";
+      allow_special = true;  // <minimax:tool_call> is a special token of the M2 vocabulary
+      gbnf = grammar::m2_tool_call_gbnf(tools, tool_choice == "function" ? forced_tool : "");
+    } else if (p.structure == S::kJsonObject) {
+      gbnf = grammar::json_object_gbnf();
+    } else if (p.structure == S::kJsonSchema) {
+      gbnf = grammar::json_schema_to_gbnf(p.json_schema);
+    } else if (p.structure == S::kGrammar) {
+      param = "grammar";
+      gbnf = p.grammar;
+    } else {
+      return {};
+    }
+  } catch (const grammar::SchemaError& e) {
+    throw ApiError(400, std::string(param == std::string("tool_choice") ? "'tools' parameters: " : "'response_format' schema: ") +
+                            e.what() + " (the keyword: '" + e.keyword() + "')",
+                   param == std::string("tool_choice") ? "tools" : "response_format", "unsupported_schema");
+  } catch (const ApiError&) {
+    throw;
+  } catch (const Error& e) {
+    throw ApiError(400, std::string("'") + param + "': " + e.what(), param);
+  }
+  // A prompt that opened the reasoning block: the model thinks freely, then the grammar applies
+  // after the end tag (the "\n\n" the template puts there allowed).
+  grammar::Gate gate;
+  if (starts_in_reasoning) {
+    gate.bytes = chat::tags_for(m_.format).think_end;
+    gate.id = m_.tokenizer->token_to_id(gate.bytes);
+    if (gate.id < 0)
+      throw ApiError(400, "structured output after reasoning needs '" + gate.bytes + "' as one token, and this vocabulary has none", param);
+    gbnf += fmt::format("\n{} ::= [\\n]{{0,2}} root\n", kAfterReasoning);
+  }
+  std::shared_ptr<grammar::TokenMasker> mk = masker(gbnf, allow_special, param);
+  const int64_t need = int64_t(mk->dist(mk->start())) + (gate.id >= 0 ? 1 : 0) + 1;  // + the stop token
+  if (max_tokens < need)
+    throw ApiError(400, fmt::format("'max_tokens' is {}, and the shortest reply the '{}' allows takes {} tokens", max_tokens, param, need),
+                   "max_tokens");
+  return [mk, gate] { return std::make_unique<grammar::GrammarConstraint>(mk, gate); };
+}
+
+}  // namespace mmx::server

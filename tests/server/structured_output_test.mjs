@@ -1,0 +1,267 @@
+// Structured output and forced tool calls through the official `openai` npm client, every reply
+// validated by npm `ajv` against the schema it was asked for (run by openai_client_test.sh, on a
+// random-weight tiny M2 and on the embedded trained one). A random model writes noise, so
+// validity must come from the constraint alone: ≥ 200 seeded requests, each one valid, each
+// ending as "stop" (or "tool_calls") within its max_tokens.
+import assert from "node:assert/strict";
+import { createRequire } from "node:module";
+import path from "node:path";
+
+const require = createRequire(path.resolve(process.env.MMX_NPM, "package.json"));
+const OpenAI = require("openai").default ?? require("openai");
+const Ajv = require("ajv").default ?? require("ajv");
+const client = new OpenAI({ baseURL: process.env.MMX_BASE_URL, apiKey: process.env.MMX_API_KEY, maxRetries: 0 });
+const ajv = new Ajv({ strict: false });
+const MODEL = "tiny-m2";
+const messages = [{ role: "user", content: "Plan a short trip. Answer in JSON." }];
+
+let failed = 0;
+async function check(name, fn) {
+  try {
+    await fn();
+    console.log(`ok   ${name}`);
+  } catch (e) {
+    failed++;
+    console.log(`FAIL ${name}: ${e?.stack ?? e}`);
+  }
+}
+
+// Runs fn(i) for i in [0, n) with `width` requests in flight (the engine batches them).
+async function pool(n, width, fn) {
+  let next = 0;
+  await Promise.all(Array.from({ length: width }, async () => {
+    while (next < n) await fn(next++);
+  }));
+}
+
+const schemas = {
+  trip: {
+    type: "object",
+    properties: {
+      city: { type: "string", minLength: 1, maxLength: 24 },
+      days: { type: "integer", minimum: 1, maximum: 14 },
+      season: { enum: ["spring", "summer", "autumn", "winter"] },
+      budget: { type: ["number", "null"] },
+      stops: {
+        type: "array", minItems: 1, maxItems: 3,
+        items: {
+          type: "object",
+          properties: { name: { type: "string", maxLength: 12 }, nights: { type: "integer", minimum: 0, maximum: 5 } },
+          required: ["name", "nights"], additionalProperties: false,
+        },
+      },
+      notes: { type: "string" },
+    },
+    required: ["city", "days", "season", "stops"],
+    additionalProperties: false,
+  },
+  tree: {
+    $defs: {
+      node: {
+        type: "object",
+        properties: { label: { type: "string", maxLength: 8 }, children: { type: "array", items: { $ref: "#/$defs/node" }, maxItems: 2 } },
+        required: ["label"], additionalProperties: false,
+      },
+    },
+    $ref: "#/$defs/node",
+  },
+  list: { type: "array", items: { anyOf: [{ type: "integer", minimum: -50, maximum: 50 }, { type: "boolean" }, { const: "x" }] }, minItems: 2, maxItems: 6 },
+  flags: {
+    type: "object",
+    properties: { ok: { type: "boolean" }, level: { enum: [1, 2, 3] }, tag: { type: "null" } },
+    required: ["ok", "level", "tag"], additionalProperties: false,
+  },
+};
+
+const N_PER_SCHEMA = 40;
+for (const [name, schema] of Object.entries(schemas)) {
+  await check(`json_schema '${name}': ${N_PER_SCHEMA} seeded replies all valid`, async () => {
+    const validate = ajv.compile(schema);
+    const bad = [];
+    await pool(N_PER_SCHEMA, 8, async (i) => {
+      const r = await client.chat.completions.create({
+        model: MODEL, messages, temperature: 1, seed: 1000 + i, max_tokens: 90 + (i % 5) * 40,
+        response_format: { type: "json_schema", json_schema: { name, schema, strict: true } },
+      });
+      const c = r.choices[0];
+      let value;
+      try {
+        value = JSON.parse(c.message.content);
+      } catch (e) {
+        bad.push(`seed ${1000 + i}: not JSON: ${JSON.stringify(c.message.content)}`);
+        return;
+      }
+      if (!validate(value)) bad.push(`seed ${1000 + i}: ${ajv.errorsText(validate.errors)} in ${c.message.content}`);
+      if (c.finish_reason !== "stop") bad.push(`seed ${1000 + i}: finish_reason ${c.finish_reason}`);
+    });
+    assert.deepEqual(bad, []);
+  });
+}
+
+await check(`json_object: ${N_PER_SCHEMA} seeded replies are JSON objects`, async () => {
+  const bad = [];
+  await pool(N_PER_SCHEMA, 8, async (i) => {
+    const r = await client.chat.completions.create({
+      model: MODEL, messages, temperature: 1, seed: 2000 + i, max_tokens: 40 + (i % 4) * 30,
+      response_format: { type: "json_object" },
+    });
+    const c = r.choices[0];
+    try {
+      const v = JSON.parse(c.message.content);
+      if (typeof v !== "object" || v === null || Array.isArray(v)) bad.push(`seed ${2000 + i}: not an object`);
+    } catch {
+      bad.push(`seed ${2000 + i}: not JSON: ${JSON.stringify(c.message.content)}`);
+    }
+  });
+  assert.deepEqual(bad, []);
+});
+
+await check("json_schema streamed == the same reply whole (n = 2)", async () => {
+  const body = {
+    model: MODEL, messages, temperature: 1, seed: 77, max_tokens: 120, n: 2,
+    response_format: { type: "json_schema", json_schema: { name: "flags", schema: schemas.flags } },
+  };
+  const whole = await client.chat.completions.create(body);
+  const stream = await client.chat.completions.create({ ...body, stream: true });
+  const text = ["", ""];
+  for await (const ch of stream) for (const c of ch.choices) text[c.index] += c.delta?.content ?? "";
+  for (const i of [0, 1]) {
+    assert.equal(text[i], whole.choices[i].message.content);
+    assert.ok(ajv.validate(schemas.flags, JSON.parse(text[i])));
+  }
+});
+
+const tools = [
+  {
+    type: "function",
+    function: {
+      name: "get_weather", description: "Weather for a city",
+      parameters: {
+        type: "object",
+        properties: { city: { type: "string" }, days: { type: "integer", minimum: 1, maximum: 7 }, units: { type: "string", enum: ["c", "f"] } },
+        required: ["city", "days"],
+      },
+    },
+  },
+  {
+    type: "function",
+    function: {
+      name: "search", description: "Search the web",
+      parameters: {
+        type: "object",
+        properties: { query: { type: "string" }, limit: { type: "integer", minimum: 1, maximum: 10 }, safe: { type: "boolean" }, sites: { type: "array", items: { type: "string" }, maxItems: 2 } },
+        required: ["query"],
+      },
+    },
+  },
+];
+const paramsOf = Object.fromEntries(tools.map((t) => [t.function.name, ajv.compile(t.function.parameters)]));
+
+function checkCalls(c, only, bad, tag) {
+  if (c.finish_reason !== "tool_calls") bad.push(`${tag}: finish_reason ${c.finish_reason}`);
+  const calls = c.message.tool_calls ?? [];
+  if (calls.length === 0) bad.push(`${tag}: no tool call; content ${JSON.stringify(c.message.content)}`);
+  if (only && calls.length !== 1) bad.push(`${tag}: ${calls.length} calls for a named tool_choice`);
+  for (const call of calls) {
+    if (only && call.function.name !== only) bad.push(`${tag}: called ${call.function.name}`);
+    const v = paramsOf[call.function.name];
+    if (!v) {
+      bad.push(`${tag}: unknown tool ${call.function.name}`);
+      continue;
+    }
+    const args = JSON.parse(call.function.arguments);
+    if (!v(args)) bad.push(`${tag}: ${call.function.name} ${ajv.errorsText(v.errors)} in ${call.function.arguments}`);
+  }
+}
+
+for (const [choice, only] of [["required", null], [{ type: "function", function: { name: "search" } }, "search"]]) {
+  await check(`tool_choice ${JSON.stringify(choice)}: 20 seeded replies call valid tools`, async () => {
+    const bad = [];
+    await pool(20, 8, async (i) => {
+      const r = await client.chat.completions.create({
+        model: MODEL, messages: [{ role: "user", content: "What is the weather in Paris?" }], tools, tool_choice: choice,
+        temperature: 1, seed: 3000 + i, max_tokens: 160 + (i % 3) * 60,
+      });
+      checkCalls(r.choices[0], only, bad, `seed ${3000 + i}`);
+    });
+    assert.deepEqual(bad, []);
+  });
+}
+
+await check("tool_choice required, streamed: the calls equal the whole reply's", async () => {
+  const body = {
+    model: MODEL, messages: [{ role: "user", content: "Search for llamas." }], tools, tool_choice: "required",
+    temperature: 1, seed: 4242, max_tokens: 200,
+  };
+  const whole = await client.chat.completions.create(body);
+  const bad = [];
+  checkCalls(whole.choices[0], null, bad, "whole");
+  assert.deepEqual(bad, []);
+  const stream = await client.chat.completions.create({ ...body, stream: true });
+  const calls = [];
+  let finish = null;
+  for await (const ch of stream) {
+    for (const c of ch.choices) {
+      for (const d of c.delta?.tool_calls ?? []) {
+        calls[d.index] ??= { name: "", arguments: "" };
+        if (d.function?.name) calls[d.index].name += d.function.name;
+        calls[d.index].arguments += d.function?.arguments ?? "";
+      }
+      finish = c.finish_reason ?? finish;
+    }
+  }
+  assert.equal(finish, "tool_calls");
+  assert.deepEqual(calls, whole.choices[0].message.tool_calls.map((t) => ({ name: t.function.name, arguments: t.function.arguments })));
+});
+
+// ---- refusals name the field ----
+async function expect400(body, param, fragment) {
+  try {
+    await client.chat.completions.create({ model: MODEL, messages, max_tokens: 64, ...body });
+  } catch (e) {
+    assert.equal(e.status, 400, e.message);
+    assert.equal(e.error?.param ?? e.param, param, e.message);
+    if (fragment) assert.ok(e.message.includes(fragment), `'${fragment}' not in: ${e.message}`);
+    return;
+  }
+  assert.fail("expected a 400");
+}
+await check("a schema keyword outside the subset is a 400 naming it", async () => {
+  await expect400({ response_format: { type: "json_schema", json_schema: { name: "p", schema: { type: "string", pattern: "^a+$" } } } }, "response_format", "pattern");
+  await expect400({ response_format: { type: "json_schema", json_schema: { name: "p", schema: { oneOf: [{ type: "string" }] } } } }, "response_format", "oneOf");
+  await expect400({ response_format: { type: "yaml" } }, "response_format", "yaml");
+  await expect400({ response_format: { type: "json_schema", json_schema: { name: "p", schema: schemas.trip } }, max_tokens: 3 }, "max_tokens", "shortest");
+  await expect400({ tools, tool_choice: { type: "function", function: { name: "nope" } } }, "tool_choice", "nope");
+  await expect400({ tool_choice: "required" }, "tool_choice", "tools");
+  await expect400({ response_format: { type: "json_object" }, min_tokens: 5 }, "min_tokens");
+});
+
+// ---- llama.cpp's `grammar` (GBNF) on /v1/completions, by plain fetch (not an OpenAI field) ----
+await check("grammar (GBNF) on /v1/completions", async () => {
+  const seen = new Set();
+  for (let i = 0; i < 12; i++) {
+    const res = await fetch(`${process.env.MMX_BASE_URL}/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: `Bearer ${process.env.MMX_API_KEY}` },
+      body: JSON.stringify({ model: MODEL, prompt: "Answer:", max_tokens: 16, temperature: 1, seed: i,
+        grammar: 'root ::= ("yes" | "no" | "maybe") " (" [0-9]{1,2} "%)"' }),
+    });
+    assert.equal(res.status, 200);
+    const text = (await res.json()).choices[0].text;
+    assert.match(text, /^(yes|no|maybe) \([0-9]{1,2}%\)$/);
+    seen.add(text);
+  }
+  assert.ok(seen.size >= 2, "the grammar constrains, the model still chooses");
+  const bad = await fetch(`${process.env.MMX_BASE_URL}/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json", authorization: `Bearer ${process.env.MMX_API_KEY}` },
+    body: JSON.stringify({ model: MODEL, prompt: "x", grammar: "root ::= missing" }),
+  });
+  assert.equal(bad.status, 400);
+  const err = await bad.json();
+  assert.equal(err.error.param, "grammar");
+  assert.match(err.error.message, /missing/);
+});
+
+console.log(failed ? `${failed} check(s) FAILED` : "all structured-output checks passed");
+process.exit(failed ? 1 : 0);

@@ -15,6 +15,7 @@ PKGS=(
   gnuplot-nox       # loss curves and benchmark plots as PNG
   python3-torch     # the independent PyTorch gradient reference (tests/train)
   clang libclang-rt-14-dev  # libFuzzer targets (tests/fuzz), built and run by make test
+  chromium          # headless browser for the chat page test (tests/server/chat_page_test.sh)
 )
 # Node.js + npm run the reference tokenizer / template engine in the tests. Any node >= 18 will
 # do; install Debian's only when there is none (a machine may have one from elsewhere).

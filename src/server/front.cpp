@@ -21,6 +21,7 @@
 
 #include "base/error.h"
 #include "server/api_error.h"
+#include "server/web_assets.h"
 
 namespace mmx::server {
 
@@ -138,6 +139,7 @@ void check_api_key(const std::string& key, const std::string& method, const std:
   if (key.empty()) return;
   const std::string path = target.substr(0, target.find('?'));
   if (path == "/health" || method == "OPTIONS") return;  // probes; CORS preflights carry no key
+  if (method == "GET" && find_web_asset(path)) return;     // the chat page, which asks for the key
   // Constant time in the key's bytes: every byte of the expected value is compared whatever
   // the first mismatch (the length is not secret: it is the same for every request).
   const std::string want = "Bearer " + key;

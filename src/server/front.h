@@ -33,8 +33,9 @@ struct FrontOptions {
 };
 
 // The one API-key rule, used by the front and, for requests that reach the internal port
-// directly, by the HTTP server: nothing required (key ""), or every request but GET /health and
-// CORS preflights (OPTIONS) needs "Authorization: Bearer KEY" (/metrics and /tokenize included),
+// directly, by the HTTP server: nothing required (key ""), or every request but GET /health, the
+// chat page (GET of a web_assets.h path) and CORS preflights (OPTIONS) needs "Authorization:
+// Bearer KEY" (/metrics and /tokenize included),
 // compared in constant time. target: the request target (a query string is ignored).
 // Throws the 401 ApiError when refused.
 void check_api_key(const std::string& key, const std::string& method, const std::string& target,

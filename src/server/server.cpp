@@ -20,6 +20,7 @@
 #include "server/prompt.h"
 #include "server/request.h"
 #include "server/response.h"
+#include "server/web_assets.h"
 
 namespace mmx::server {
 
@@ -186,7 +187,7 @@ std::string next_events(Job& job) {
 const char* route_method(const std::string& path) {
   for (const char* p : {"/v1/chat/completions", "/v1/completions", "/tokenize", "/detokenize"})
     if (path == p) return "POST";
-  if (path == "/health" || path == "/metrics" || path.rfind("/v1/models", 0) == 0) return "GET";
+  if (path == "/health" || path == "/metrics" || path.rfind("/v1/models", 0) == 0 || find_web_asset(path)) return "GET";
   return nullptr;
 }
 
@@ -197,6 +198,7 @@ const char* endpoint_label(const std::string& path) {
   if (path == "/health") return "health";
   if (path == "/metrics") return "metrics";
   if (path == "/tokenize" || path == "/detokenize") return "tokenize";
+  if (find_web_asset(path)) return "chat_page";
   return "other";
 }
 
@@ -333,6 +335,15 @@ void Server::routes() {
   s.Get("/health", [](const httplib::Request&, httplib::Response& res) {
     send_json(res, 200, {{"status", "ok"}});
   });
+  // The chat page (web_assets.h); served without the API key, which the page itself asks for.
+  for (const WebAsset* a = web_assets_begin(); a != web_assets_end(); ++a) {
+    std::string pattern;  // httplib matches a regex: the path's dots escaped
+    for (const char* c = a->path; *c; ++c) pattern += *c == '.' ? std::string("\\.") : std::string(1, *c);
+    s.Get(pattern, [a](const httplib::Request&, httplib::Response& res) {
+      res.set_header("Cache-Control", "no-cache");
+      res.set_content(a->body.data(), a->body.size(), a->content_type);
+    });
+  }
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics_.render(engine_.metrics()), "text/plain; version=0.0.4");
   });

@@ -18,6 +18,7 @@
 
 #include "base/error.h"
 #include "engine/generation_config.h"
+#include "chat_model.h"
 #include "common.h"
 #include "engine/engine.h"
 #include "ops/ops.h"
@@ -40,20 +41,6 @@ struct Opts {
   server::ServerOptions server;
 };
 
-// The output parser for the model family; --reasoning-format picks between the M2 variants.
-chat::OutputFormat pick_format(Family family, const std::string& name) {
-  const auto fam_default = family == Family::kMiniMaxM3       ? chat::OutputFormat::kM3
-                           : family == Family::kMiniMaxText01 ? chat::OutputFormat::kM1
-                                                              : chat::OutputFormat::kM2;
-  if (name == "auto") return fam_default;
-  const auto f = chat::output_format_from_name(name);
-  if (!f) fail("--reasoning-format '{}': use minimax_m2, minimax_m2_append_think, minimax_m3 or minimax", name);
-  const bool m2 = *f == chat::OutputFormat::kM2 || *f == chat::OutputFormat::kM2AppendThink;
-  if (m2 != (fam_default == chat::OutputFormat::kM2) || (!m2 && *f != fam_default))
-    fail("--reasoning-format '{}' does not match this model family", name);
-  return *f;
-}
-
 void run_serve(Opts o) {
   server::configure_memory_return();
   ops::set_n_threads(o.threads);
@@ -68,16 +55,13 @@ void run_serve(Opts o) {
     std::fprintf(stderr, "mmx serve: no chat template (%s); /v1/chat/completions will answer 400\n", e.what());
   }
   auto model = load_for_cli(o.model, o.load);
-  const ModelConfig& cfg = model->config();
 
   server::ServedModel sm;
   sm.name = o.served_name.empty() ? std::filesystem::path(o.model).lexically_normal().filename().string() : o.served_name;
   if (sm.name.empty()) sm.name = std::filesystem::path(o.model).lexically_normal().parent_path().filename().string();
   sm.tokenizer = &tokenizer;
   sm.chat_template = tmpl ? &*tmpl : nullptr;
-  sm.format = pick_format(cfg.family, o.reasoning_format);
-  for (int64_t id : cfg.eos_token_ids) sm.eos_ids.push_back(int32_t(id));
-  sm.sampling = generation_defaults(o.model);
+  describe_model(*model, o.model, o.reasoning_format, sm);
 
   o.engine.eos_ids = sm.eos_ids;
   o.engine.n_valid_vocab = tokenizer.vocab_size();
@@ -109,7 +93,7 @@ void add_serve(CLI::App& app, Action& action) {
   c->add_option("--host", o->host, "Address to listen on")->capture_default_str();
   c->add_option("--port", o->port, "Port (0 = any free port)")->capture_default_str()->check(CLI::Range(0, 65535));
   c->add_option("--api-key", o->server.api_key,
-                "Require 'Authorization: Bearer KEY' on every request but GET /health and CORS preflights");
+                "Require 'Authorization: Bearer KEY' on every request but GET /health, the chat page (GET /) and CORS preflights");
   c->add_option("--chat-template", o->chat_template,
                 "A Jinja chat template file to use instead of the checkpoint's (special tokens still from -m)");
   c->add_option("--cors-origin", o->server.cors_origin,

@@ -51,6 +51,7 @@ void add_bench_model(CLI::App* bench, Action& action);  // bench_model.cpp: `mmx
 void add_tokenize(CLI::App& app, Action& action);       // cmd_tokenize.cpp: tokenize + detokenize
 void add_chat_template(CLI::App& app, Action& action);  // cmd_chat_template.cpp
 void add_serve(CLI::App& app, Action& action);          // cmd_serve.cpp: the HTTP server
+void add_chat(CLI::App& app, Action& action);           // cmd_chat.cpp: terminal chat on a local model
 void add_train(CLI::App& app, Action& action);          // cmd_train.cpp
 void add_ppl(CLI::App& app, Action& action);            // cmd_ppl.cpp
 void add_grad(CLI::App& app, Action& action);

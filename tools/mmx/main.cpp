@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   mmx::cli::add_tokenize(app, action);
   mmx::cli::add_chat_template(app, action);
   mmx::cli::add_serve(app, action);
+  mmx::cli::add_chat(app, action);
   mmx::cli::add_train_tokenizer(app, action);
   mmx::cli::add_train(app, action);
   mmx::cli::add_ppl(app, action);

@@ -135,18 +135,23 @@ int chunked_complete(const std::string& s, size_t from, size_t* decoded) {
 }  // namespace
 
 void check_api_key(const std::string& key, const std::string& method, const std::string& target,
-                   const std::string& authorization) {
+                   const std::string& authorization, const std::string& x_api_key) {
   if (key.empty()) return;
   const std::string path = target.substr(0, target.find('?'));
   if (path == "/health" || method == "OPTIONS") return;  // probes; CORS preflights carry no key
   if (method == "GET" && find_web_asset(path)) return;     // the chat page, which asks for the key
   // Constant time in the key's bytes: every byte of the expected value is compared whatever
   // the first mismatch (the length is not secret: it is the same for every request).
-  const std::string want = "Bearer " + key;
-  unsigned diff = authorization.size() != want.size();
-  for (size_t i = 0; i < want.size(); ++i) diff |= unsigned(uint8_t(want[i]) ^ uint8_t(i < authorization.size() ? authorization[i] : 0));
-  if (diff != 0)
-    throw ApiError(401, "Incorrect or missing API key (send 'Authorization: Bearer KEY')", "", "invalid_api_key");
+  auto differs = [](const std::string& want, const std::string& got) {
+    unsigned diff = got.size() != want.size();
+    for (size_t i = 0; i < want.size(); ++i) diff |= unsigned(uint8_t(want[i]) ^ uint8_t(i < got.size() ? got[i] : 0));
+    return diff != 0;
+  };
+  const bool bearer_bad = differs("Bearer " + key, authorization);
+  const bool x_api_key_bad = differs(key, x_api_key);  // both compared, whichever was sent
+  if (bearer_bad && x_api_key_bad)
+    throw ApiError(401, "Incorrect or missing API key (send 'Authorization: Bearer KEY' or 'x-api-key: KEY')", "",
+                   "invalid_api_key");
 }
 
 Front::Front(FrontOptions opts, int upstream_port) : opts_(opts), upstream_port_(upstream_port) {}
@@ -310,10 +315,11 @@ void Front::loop() {
         return answer(c, 413, "Payload Too Large", "The request body is too large");
       try {
         const size_t sp = c->req.find(' '), sp2 = c->req.find(' ', sp + 1);
-        std::string auth;
+        std::string auth, x_api_key;
         header(c->req, c->head_end, "authorization", &auth);
+        header(c->req, c->head_end, "x-api-key", &x_api_key);
         check_api_key(opts_.api_key, sp == std::string::npos ? "" : c->req.substr(0, sp),
-                      sp == std::string::npos ? "" : c->req.substr(sp + 1, sp2 - sp - 1), auth);
+                      sp == std::string::npos ? "" : c->req.substr(sp + 1, sp2 - sp - 1), auth, x_api_key);
       } catch (const ApiError& e) {
         c->stage = Stage::kReply;
         c->out = reply(e, "Unauthorized");

@@ -37,9 +37,10 @@ struct FrontOptions {
 // chat page (GET of a web_assets.h path) and CORS preflights (OPTIONS) needs "Authorization:
 // Bearer KEY" (/metrics and /tokenize included),
 // compared in constant time. target: the request target (a query string is ignored).
+// x_api_key: the "x-api-key" header, which Anthropic clients send instead (either one will do).
 // Throws the 401 ApiError when refused.
 void check_api_key(const std::string& key, const std::string& method, const std::string& target,
-                   const std::string& authorization);
+                   const std::string& authorization, const std::string& x_api_key = "");
 
 class Front {
  public:

@@ -136,6 +136,7 @@ Update Generation::handle(Item item) {
     u.finish_reason = ev.finish_reason.empty() ? "stop" : ev.finish_reason;
   }
   u.delta.append(c.out->finish());
+  u.stop_string = c.out->matched_stop();
   use.has_tool_calls |= !u.delta.tool_calls.empty();
   if (use.has_tool_calls) u.finish_reason = "tool_calls";
   u.finished = true;

@@ -33,6 +33,7 @@ struct Update {
   std::vector<GenEvent> tokens;             // the kToken events behind it (for logprobs)
   bool finished = false;
   std::string finish_reason;                // "stop" | "length" | "tool_calls" when finished
+  std::string stop_string;                  // when finished: the stop string that ended it, if one did
 };
 
 struct ChoiceUsage {

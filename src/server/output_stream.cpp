@@ -20,7 +20,8 @@ std::string OutputStream::cut_stop(std::string text) {
   held_ += text;
   // The earliest stop string wins; everything from it on is dropped.
   size_t cut = std::string::npos;
-  for (const std::string& s : stop_) cut = std::min(cut, held_.find(s));
+  for (const std::string& s : stop_)
+    if (const size_t at = held_.find(s); at < cut) cut = at, matched_stop_ = s;
   if (cut != std::string::npos) {
     stopped_ = true;
     std::string out = held_.substr(0, cut);

@@ -31,6 +31,8 @@ class OutputStream {
   // End of generation (engine done, or stopped): releases everything held back.
   chat::ParsedDelta finish();
   bool stopped() const { return stopped_; }
+  // The stop string that ended the output ("" if none did).
+  const std::string& matched_stop() const { return matched_stop_; }
 
  private:
   chat::ParsedDelta parse(const std::string& text);
@@ -41,6 +43,7 @@ class OutputStream {
   std::optional<chat::OutputParser> parser_;
   std::string held_;  // raw text that may begin a stop string
   bool stopped_ = false;
+  std::string matched_stop_;
   bool finished_ = false;
 };
 

@@ -20,6 +20,7 @@
 #include "server/prompt.h"
 #include "server/request.h"
 #include "server/response.h"
+#include "server/gen_request.h"
 #include "server/web_assets.h"
 
 namespace mmx::server {
@@ -185,7 +186,8 @@ std::string next_events(Job& job) {
 
 // The method a known path is served with; nullptr for an unknown path.
 const char* route_method(const std::string& path) {
-  for (const char* p : {"/v1/chat/completions", "/v1/completions", "/tokenize", "/detokenize"})
+  for (const char* p : {"/v1/chat/completions", "/v1/completions", "/tokenize", "/detokenize", "/v1/messages",
+                        "/v1/messages/count_tokens"})
     if (path == p) return "POST";
   if (path == "/health" || path == "/metrics" || path.rfind("/v1/models", 0) == 0 || find_web_asset(path)) return "GET";
   return nullptr;
@@ -198,6 +200,8 @@ const char* endpoint_label(const std::string& path) {
   if (path == "/health") return "health";
   if (path == "/metrics") return "metrics";
   if (path == "/tokenize" || path == "/detokenize") return "tokenize";
+  if (path == "/v1/messages") return "messages";
+  if (path == "/v1/messages/count_tokens") return "count_tokens";
   if (find_web_asset(path)) return "chat_page";
   return "other";
 }
@@ -367,7 +371,8 @@ void Server::routes() {
                                               "takes at most {} fields, {} bytes)", req.headers.size(), header_bytes,
                                               opts_.max_headers, opts_.max_header_bytes)));
     try {
-      check_api_key(opts_.api_key, req.method, req.path, req.get_header_value("Authorization"));
+      check_api_key(opts_.api_key, req.method, req.path, req.get_header_value("Authorization"),
+                    req.get_header_value("x-api-key"));
     } catch (const ApiError& e) {
       return refuse(e);
     }
@@ -413,6 +418,8 @@ void Server::routes() {
   s.Post("/v1/completions", with_body(&Server::handle_completion));
   s.Post("/tokenize", with_body(&Server::handle_tokenize));
   s.Post("/detokenize", with_body(&Server::handle_detokenize));
+  s.Post("/v1/messages", with_body(&Server::handle_messages));
+  s.Post("/v1/messages/count_tokens", with_body(&Server::handle_count_tokens));
   if (!opts_.cors_origin.empty()) {
     // CORS for browser clients on another origin: every answer names the allowed origin, and a
     // preflight (OPTIONS, no key needed) says which methods and headers may follow.
@@ -466,6 +473,8 @@ void run_job(std::shared_ptr<Job> job, EngineApi& engine, ServerMetrics& metrics
       });
 }
 
+}  // namespace
+
 GenRequest make_gen_request(const GenerationParams& p, std::vector<int32_t> ids, int64_t context,
                             int64_t default_max_tokens, int64_t vocab,
                             const std::vector<int32_t>& eos, const char* prompt_param) {
@@ -484,7 +493,6 @@ GenRequest make_gen_request(const GenerationParams& p, std::vector<int32_t> ids,
   return g;
 }
 
-}  // namespace
 
 void Server::handle_chat(const std::string& body, httplib::Response& res) {
   const double t0 = now_s();

@@ -3,6 +3,7 @@
 //   POST /v1/chat/completions   messages -> chat template -> ids -> engine -> OutputParser -> JSON/SSE
 //   POST /v1/completions        prompt text or ids -> engine -> text -> JSON/SSE
 //   POST /tokenize, /detokenize  text <-> ids (llama-server's shape)
+//   POST /v1/messages, /v1/messages/count_tokens  the Anthropic Messages API (anthropic_route.cpp)
 //   GET  /v1/models, /v1/models/{id}, /health, /metrics (Prometheus text)
 //   a known path with the wrong method: 405 with Allow; with --cors-origin, OPTIONS preflights
 //
@@ -92,6 +93,8 @@ class Server {
   void handle_completion(const std::string& body, httplib::Response& res);
   void handle_tokenize(const std::string& body, httplib::Response& res);
   void handle_detokenize(const std::string& body, httplib::Response& res);
+  void handle_messages(const std::string& body, httplib::Response& res);       // anthropic_route.cpp
+  void handle_count_tokens(const std::string& body, httplib::Response& res);  // anthropic_route.cpp
   std::string new_id(const char* prefix);
   uint64_t next_seed();
   void check_model(const std::string& name) const;

@@ -1,0 +1,294 @@
+// Anthropic Messages request -> OpenAI chat body -> ChatRequest (anthropic_request.h).
+#include "server/anthropic_request.h"
+
+#include "server/api_error.h"
+#include "server/request_fields.h"
+
+namespace mmx::server {
+
+namespace {
+
+bool given(const ojson& j, const char* key) { return j.contains(key) && !j.at(key).is_null(); }
+
+std::string where_of(size_t i, size_t k) {
+  return "messages[" + std::to_string(i) + "].content[" + std::to_string(k) + "]";
+}
+
+// The text of a `text` block; 400 when it is not {type: text, text: string, ...}.
+std::string text_of(const ojson& block, const std::string& where, const char* param) {
+  if (!block.contains("text") || !block["text"].is_string())
+    bad_request(where + ".text must be a string", param);
+  return block["text"].get<std::string>();
+}
+
+// The types this server cannot read, each with the reason the 400 gives.
+[[noreturn]] void refuse_block(const std::string& type, const std::string& where, const char* param) {
+  if (type == "image" || type == "document")
+    bad_request(where + " is an '" + type + "' block: this server reads text only (send the content as text)", param);
+  if (type == "redacted_thinking")
+    bad_request(where + " is a 'redacted_thinking' block: unsupported (this server never redacts thinking, so it "
+                        "cannot have produced one; drop it or send the 'thinking' block)", param);
+  bad_request(where + " has type '" + type + "', which is not supported here", param);
+}
+
+std::string block_type(const ojson& block, const std::string& where, const char* param) {
+  if (!block.is_object() || !block.contains("type") || !block["type"].is_string())
+    bad_request(where + " must be a content block object with a 'type'", param);
+  return block["type"].get<std::string>();
+}
+
+// A string, or a non-empty list of text blocks joined by blank lines.
+std::string string_or_text_blocks(const ojson& v, const std::string& where, const char* param) {
+  if (v.is_string()) return v.get<std::string>();
+  if (!v.is_array()) bad_request(where + " must be a string or a list of text blocks", param);
+  std::string out;
+  for (size_t k = 0; k < v.size(); ++k) {
+    const std::string w = where + "[" + std::to_string(k) + "]";
+    const std::string type = block_type(v[k], w, param);
+    if (type != "text") refuse_block(type, w, param);
+    if (k > 0) out += "\n\n";
+    out += text_of(v[k], w, param);
+  }
+  return out;
+}
+
+// One user message: text blocks -> user messages, tool_result blocks -> tool messages, in order.
+void convert_user(const ojson& content, size_t i, ojson& out) {
+  if (content.is_string()) {
+    out.push_back({{"role", "user"}, {"content", content}});
+    return;
+  }
+  std::string text;
+  bool has_text = false;
+  auto flush = [&] {
+    if (has_text) out.push_back({{"role", "user"}, {"content", text}});
+    text.clear();
+    has_text = false;
+  };
+  for (size_t k = 0; k < content.size(); ++k) {
+    const ojson& b = content[k];
+    const std::string w = where_of(i, k);
+    const std::string type = block_type(b, w, "messages");
+    if (type == "text") {
+      if (has_text) text += "\n\n";
+      text += text_of(b, w, "messages");
+      has_text = true;
+    } else if (type == "tool_result") {
+      flush();
+      if (!b.contains("tool_use_id") || !b["tool_use_id"].is_string())
+        bad_request(w + ".tool_use_id must be a string", "messages");
+      std::string result;
+      if (given(b, "content")) result = string_or_text_blocks(b["content"], w + ".content", "messages");
+      if (given(b, "is_error")) {
+        if (!b["is_error"].is_boolean()) bad_request(w + ".is_error must be a boolean", "messages");
+        if (b["is_error"].get<bool>()) result = "Error: " + result;
+      }
+      out.push_back({{"role", "tool"}, {"tool_call_id", b["tool_use_id"]}, {"content", result}});
+    } else if (type == "thinking" || type == "tool_use") {
+      bad_request(w + " is a '" + type + "' block, which only an assistant message can hold", "messages");
+    } else {
+      refuse_block(type, w, "messages");
+    }
+  }
+  flush();
+}
+
+// One assistant message: thinking -> reasoning_content, text -> content, tool_use -> tool_calls.
+void convert_assistant(const ojson& content, size_t i, ojson& out) {
+  ojson m = {{"role", "assistant"}};
+  if (content.is_string()) {
+    m["content"] = content;
+    out.push_back(m);
+    return;
+  }
+  std::string text, reasoning;
+  ojson calls = ojson::array();
+  for (size_t k = 0; k < content.size(); ++k) {
+    const ojson& b = content[k];
+    const std::string w = where_of(i, k);
+    const std::string type = block_type(b, w, "messages");
+    if (type == "text") {
+      text += text_of(b, w, "messages");
+    } else if (type == "thinking") {  // its signature is accepted and ignored
+      if (!b.contains("thinking") || !b["thinking"].is_string())
+        bad_request(w + ".thinking must be a string", "messages");
+      reasoning += b["thinking"].get<std::string>();
+    } else if (type == "tool_use") {
+      if (!b.contains("id") || !b["id"].is_string()) bad_request(w + ".id must be a string", "messages");
+      if (!b.contains("name") || !b["name"].is_string()) bad_request(w + ".name must be a string", "messages");
+      if (!b.contains("input") || !b["input"].is_object()) bad_request(w + ".input must be an object", "messages");
+      calls.push_back({{"id", b["id"]},
+                       {"type", "function"},
+                       {"function", {{"name", b["name"]}, {"arguments", b["input"].dump()}}}});
+    } else if (type == "tool_result") {
+      bad_request(w + " is a 'tool_result' block, which only a user message can hold", "messages");
+    } else {
+      refuse_block(type, w, "messages");
+    }
+  }
+  m["content"] = text;
+  if (!reasoning.empty()) m["reasoning_content"] = reasoning;
+  if (!calls.empty()) m["tool_calls"] = calls;
+  out.push_back(m);
+}
+
+ojson convert_messages(const ojson& b) {
+  ojson out = ojson::array();
+  if (given(b, "system")) out.push_back({{"role", "system"}, {"content", string_or_text_blocks(b["system"], "system", "system")}});
+  if (!b.contains("messages")) bad_request("'messages' is required", "messages");
+  const ojson& msgs = b["messages"];
+  if (!msgs.is_array() || msgs.empty()) bad_request("'messages' must be a non-empty array", "messages");
+  for (size_t i = 0; i < msgs.size(); ++i) {
+    const ojson& m = msgs[i];
+    const std::string w = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) bad_request(w + " must be an object", "messages");
+    for (const auto& [k, v] : m.items())
+      if (k != "role" && k != "content") bad_request(w + "." + k + " is not a field of a message", "messages");
+    if (!m.contains("role") || !m["role"].is_string()) bad_request(w + ".role must be a string", "messages");
+    const std::string role = m["role"].get<std::string>();
+    if (!m.contains("content") || !(m["content"].is_string() || m["content"].is_array()))
+      bad_request(w + ".content must be a string or a list of content blocks", "messages");
+    if (role == "user") convert_user(m["content"], i, out);
+    else if (role == "assistant") convert_assistant(m["content"], i, out);
+    else bad_request(w + ".role '" + role + "' is not one of user, assistant (the system prompt is the top-level "
+                     "'system' field)", "messages");
+  }
+  return out;
+}
+
+ojson convert_tools(const ojson& tools) {
+  if (!tools.is_array()) bad_request("'tools' must be an array", "tools");
+  ojson out = ojson::array();
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const ojson& t = tools[i];
+    const std::string w = "tools[" + std::to_string(i) + "]";
+    if (!t.is_object()) bad_request(w + " must be an object", "tools");
+    if (given(t, "type") && t["type"] != "custom")
+      bad_request(w + " has type " + t["type"].dump() + ": only client tools (no type, or \"custom\") are supported; "
+                  "this server runs no server tools", "tools");
+    for (const auto& [k, v] : t.items())
+      if (k != "name" && k != "description" && k != "input_schema" && k != "type" && k != "cache_control")
+        bad_request(w + "." + k + " is not supported", "tools");
+    if (!t.contains("name") || !t["name"].is_string() || t["name"].get<std::string>().empty())
+      bad_request(w + ".name must be a non-empty string", "tools");
+    if (!t.contains("input_schema") || !t["input_schema"].is_object())
+      bad_request(w + ".input_schema must be a JSON schema object", "tools");
+    ojson fn = {{"name", t["name"]}};  // in the order the template prints them: name, description, parameters
+    if (given(t, "description")) {
+      if (!t["description"].is_string()) bad_request(w + ".description must be a string", "tools");
+      fn["description"] = t["description"];
+    }
+    fn["parameters"] = t["input_schema"];
+    out.push_back({{"type", "function"}, {"function", fn}});
+  }
+  return out;
+}
+
+// {type: auto | none | any | tool (+ name)} -> the OpenAI value.
+ojson convert_tool_choice(const ojson& tc) {
+  if (!tc.is_object() || !tc.contains("type") || !tc["type"].is_string())
+    bad_request("'tool_choice' must be an object {\"type\": \"auto\" | \"none\" | \"any\" | \"tool\"}", "tool_choice");
+  const std::string type = tc["type"].get<std::string>();
+  for (const auto& [k, v] : tc.items()) {
+    if (k == "type" || (k == "name" && type == "tool")) continue;
+    if (k == "disable_parallel_tool_use" && type != "none") {
+      if (!v.is_boolean()) bad_request("'tool_choice.disable_parallel_tool_use' must be a boolean", "tool_choice");
+      if (v.get<bool>())
+        bad_request("'tool_choice.disable_parallel_tool_use' is supported only as false: the model may call several "
+                    "tools in one turn, and nothing can yet limit it to one", "tool_choice");
+      continue;
+    }
+    bad_request("'tool_choice." + k + "' is not a field of a \"" + type + "\" tool_choice", "tool_choice");
+  }
+  if (type == "auto" || type == "none") return type;
+  if (type == "any") return "required";
+  if (type == "tool") {
+    if (!tc.contains("name") || !tc["name"].is_string())
+      bad_request("'tool_choice' {\"type\": \"tool\"} needs a 'name'", "tool_choice");
+    return {{"type", "function"}, {"function", {{"name", tc["name"]}}}};
+  }
+  bad_request("'tool_choice.type' must be \"auto\", \"none\", \"any\" or \"tool\"", "tool_choice");
+}
+
+}  // namespace
+
+std::string thinking_control(const ServedModel& model) {
+  if (model.chat_template == nullptr) return "";
+  for (const std::string& name : model.chat_template->names()) {
+    const std::string& src = model.chat_template->source(name);
+    if (src.find("thinking_mode") != std::string::npos) return "thinking_mode";
+    if (src.find("enable_thinking") != std::string::npos) return "enable_thinking";
+  }
+  return "";
+}
+
+MessagesRequest parse_messages_request(const ojson& b, const ServedModel& model, bool count_tokens) {
+  check_fields(b, count_tokens ? Endpoint::kCountTokens : Endpoint::kMessages);
+  ojson chat = ojson::object();
+  if (given(b, "model")) chat["model"] = b["model"];
+  else bad_request("'model' is required", "model");
+  if (!count_tokens) {
+    if (!given(b, "max_tokens")) bad_request("'max_tokens' is required", "max_tokens");
+    chat["max_tokens"] = b["max_tokens"];
+    if (given(b, "stream")) chat["stream"] = b["stream"];
+  }
+  chat["messages"] = convert_messages(b);
+  if (given(b, "temperature")) {  // Anthropic's range is [0, 1]; the rest is checked by the chat parser
+    const ojson& t = b["temperature"];
+    if (t.is_number() && (t.get<double>() < 0 || t.get<double>() > 1))
+      bad_request("'temperature' must be in [0, 1]", "temperature");
+    chat["temperature"] = t;
+  }
+  for (const char* k : {"top_p", "top_k"})
+    if (given(b, k)) chat[k] = b[k];
+  if (given(b, "stop_sequences")) {
+    if (!b["stop_sequences"].is_array()) bad_request("'stop_sequences' must be a list of strings", "stop_sequences");
+    chat["stop"] = b["stop_sequences"];
+  }
+  if (given(b, "metadata")) {
+    const ojson& md = b["metadata"];
+    if (!md.is_object()) bad_request("'metadata' must be an object", "metadata");
+    for (const auto& [k, v] : md.items())
+      if (k != "user_id" || !(v.is_string() || v.is_null()))
+        bad_request("'metadata' takes only 'user_id' (a string)", "metadata");
+  }
+  if (given(b, "tools")) chat["tools"] = convert_tools(b["tools"]);
+  if (given(b, "tool_choice")) chat["tool_choice"] = convert_tool_choice(b["tool_choice"]);
+  if (given(b, "thinking")) {
+    const ojson& th = b["thinking"];
+    if (!th.is_object() || !th.contains("type") || !(th["type"] == "enabled" || th["type"] == "disabled"))
+      bad_request("'thinking' must be {\"type\": \"enabled\", \"budget_tokens\": N} or {\"type\": \"disabled\"}",
+                  "thinking");
+    const bool on = th["type"] == "enabled";
+    for (const auto& [k, v] : th.items()) {
+      if (k == "type") continue;
+      if (k != "budget_tokens" || !on) bad_request("'thinking." + k + "' is not a field of this thinking setting", "thinking");
+      if (!v.is_number_integer() || v.get<int64_t>() < 1)
+        bad_request("'thinking.budget_tokens' must be a positive integer", "thinking");
+    }
+    if (on && !count_tokens && !th.contains("budget_tokens"))
+      bad_request("'thinking.budget_tokens' is required when thinking is enabled", "thinking");
+    const std::string control = thinking_control(model);
+    if (control == "thinking_mode") {
+      chat["chat_template_kwargs"] = {{"thinking_mode", on ? "enabled" : "disabled"}};
+    } else if (control == "enable_thinking") {
+      chat["chat_template_kwargs"] = {{"enable_thinking", on}};
+    } else if (!on) {
+      bad_request("'thinking' {\"type\": \"disabled\"} is not supported: this model always reasons (its chat template "
+                  "has no switch to turn thinking off)", "thinking");
+    }
+  }
+  MessagesRequest r;
+  try {
+    r.chat = parse_chat_request(chat, model.sampling);
+  } catch (const ApiError& e) {
+    // The chat parser names OpenAI's spelling of two fields: say which Anthropic field it was.
+    if (e.param == "stop") throw ApiError(e.status, std::string(e.what()) + " (from 'stop_sequences')", "stop_sequences");
+    if (e.param == "tool_choice" && given(b, "tool_choice"))
+      throw ApiError(e.status, "'tool_choice' " + b["tool_choice"].dump() + ": " + e.what(), "tool_choice", e.code);
+    throw;
+  }
+  return r;
+}
+
+}  // namespace mmx::server

@@ -1,0 +1,39 @@
+// Anthropic Messages API request bodies (POST /v1/messages, /v1/messages/count_tokens) -> the
+// chat route's ChatRequest (step 1 of the data flow, before the shared prompt rendering).
+//
+// The conversion (docs/api.md, "Anthropic Messages API"):
+//   system (string or text blocks)      -> a system message
+//   user text blocks                     -> a user message; tool_result blocks -> tool messages
+//                                           (tool_call_id = tool_use_id; is_error prefixes "Error: ")
+//   assistant thinking / text / tool_use -> reasoning_content / content / tool_calls (arguments =
+//                                           the JSON of `input`)
+//   tools {name, description, input_schema} -> OpenAI function tools
+//   tool_choice auto | none | any | {tool, name} -> "auto" | "none" | "required" | a named function
+//   stop_sequences -> stop; thinking -> the template's thinking switch (thinking_control below)
+// The result is an OpenAI chat body parsed by parse_chat_request, so every sampling range,
+// tool_choice rule and tool check is the chat route's own (one place: forcing a tool call flips
+// on for both routes when constrained decoding lands).
+//
+// Every error is an ApiError 400 whose message names the field; the route sends it in
+// Anthropic's error shape (anthropic_response.h).
+#pragma once
+
+#include <string>
+
+#include "server/request.h"
+#include "server/served_model.h"
+
+namespace mmx::server {
+
+struct MessagesRequest {
+  ChatRequest chat;  // messages, tools, tool_choice, sampling, max_tokens, stop, stream, kwargs
+};
+
+// count_tokens: the /v1/messages/count_tokens body (no max_tokens, no stream).
+MessagesRequest parse_messages_request(const ojson& body, const ServedModel& model, bool count_tokens = false);
+
+// How `thinking` reaches the model's template: "thinking_mode" (M3: "enabled" / "disabled"),
+// "enable_thinking" (true / false), or "" when the template has no switch.
+std::string thinking_control(const ServedModel& model);
+
+}  // namespace mmx::server

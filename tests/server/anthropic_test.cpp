@@ -1,0 +1,462 @@
+// The Anthropic Messages API (POST /v1/messages, /v1/messages/count_tokens) end to end over the
+// scripted FakeEngine, with the tiny M2 checkpoint's real tokenizer and chat template (the
+// fixture of server_test.cpp). The oracle for the request conversion is the OpenAI chat route:
+// the same conversation sent both ways must reach the engine as the same prompt ids; the oracle
+// for the streamed events is the non-streamed message of the same script.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <string>
+#include <vector>
+
+#include "server/request_fields.h"
+#include "server_fixture.h"
+
+namespace mmx::server {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+json msg_body(json extra = json::object()) {
+  json b = {{"model", "tiny-m2"}, {"max_tokens", 1000}, {"messages", {{{"role", "user"}, {"content", "Hi"}}}}};
+  b.update(extra);
+  return b;
+}
+
+json anthropic_tools() {
+  return json::parse(R"([
+    {"name": "get_weather", "description": "Weather",
+     "input_schema": {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}},
+    {"name": "get_time", "description": "Time",
+     "input_schema": {"type": "object", "properties": {"tz": {"type": "string"}}}}])");
+}
+
+// anthropic_tools() as OpenAI tools, keys in the order the converter writes them (name,
+// description, parameters); the schemas' keys sorted, as the test's json sends anthropic_tools().
+ojson ordered_openai_tools() {
+  return ojson::parse(R"([
+    {"type": "function", "function": {"name": "get_weather", "description": "Weather",
+      "parameters": {"properties": {"city": {"type": "string"}, "days": {"type": "integer"}}, "type": "object"}}},
+    {"type": "function", "function": {"name": "get_time", "description": "Time",
+      "parameters": {"properties": {"tz": {"type": "string"}}, "type": "object"}}}])");
+}
+
+struct Event {
+  std::string name;
+  json data;
+};
+
+// "event: NAME\ndata: {...}\n\n" -> events, in order.
+std::vector<Event> anthropic_events(const std::string& body) {
+  std::vector<Event> out;
+  size_t pos = 0;
+  while (pos < body.size()) {
+    const size_t end = body.find("\n\n", pos);
+    if (end == std::string::npos) break;
+    const std::string ev = body.substr(pos, end - pos);
+    pos = end + 2;
+    EXPECT_EQ(ev.rfind("event: ", 0), 0u) << ev;
+    const size_t nl = ev.find('\n');
+    EXPECT_NE(nl, std::string::npos) << ev;
+    if (nl == std::string::npos) continue;
+    EXPECT_EQ(ev.compare(nl + 1, 6, "data: "), 0) << ev;
+    Event e{ev.substr(7, nl - 7), json::parse(ev.substr(nl + 7))};
+    EXPECT_EQ(e.data["type"], e.name) << ev;  // Anthropic repeats the event name as data.type
+    out.push_back(std::move(e));
+  }
+  EXPECT_EQ(pos, body.size()) << "trailing bytes";
+  return out;
+}
+
+void expect_anthropic_error(const httplib::Result& r, int status, const std::string& what) {
+  ASSERT_TRUE(r) << what;
+  EXPECT_EQ(r->status, status) << what << ": " << r->body;
+  json j = json::parse(r->body, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << what << ": " << r->body;
+  EXPECT_EQ(j["type"], "error") << what;
+  ASSERT_TRUE(j["error"].is_object()) << what;
+  EXPECT_EQ(j["error"]["type"], status == 400 ? "invalid_request_error" : "not_found_error") << what;
+  EXPECT_FALSE(j["error"]["message"].get<std::string>().empty()) << what;
+}
+
+class AnthropicTest : public ServerTest {
+ protected:
+  // Sends an Anthropic body and the equivalent OpenAI one; returns both prompts as the engine saw them.
+  // (openai is ordered: the template prints a tool's keys in the order they came.)
+  std::pair<std::vector<int32_t>, std::vector<int32_t>> both_prompts(const json& anthropic, const ojson& openai) {
+    auto a = post("/v1/messages", anthropic.dump());
+    EXPECT_TRUE(a && a->status == 200) << (a ? a->body : "no answer");
+    auto o = post("/v1/chat/completions", openai.dump());
+    EXPECT_TRUE(o && o->status == 200) << (o ? o->body : "no answer");
+    auto reqs = engine.requests();
+    EXPECT_GE(reqs.size(), 2u);
+    if (reqs.size() < 2) return {};
+    return {reqs[reqs.size() - 2].prompt, reqs.back().prompt};
+  }
+};
+
+// ---- the whole message ----
+
+TEST_F(AnthropicTest, MessageWithThinkingAndText) {
+  start();
+  engine.n_cached = 2;
+  json r = post_json("/v1/messages", msg_body({{"temperature", 0.5}, {"top_p", 0.9}, {"top_k", 40},
+                                               {"metadata", {{"user_id", "u1"}}}}));
+  EXPECT_EQ(r["type"], "message");
+  EXPECT_EQ(r["role"], "assistant");
+  EXPECT_EQ(r["model"], "tiny-m2");
+  EXPECT_EQ(r["id"].get<std::string>().rfind("msg_", 0), 0u);
+  ASSERT_EQ(r["content"].size(), 2u) << r.dump();
+  EXPECT_EQ(r["content"][0]["type"], "thinking");
+  EXPECT_EQ(r["content"][0]["thinking"], "Let me think.");
+  EXPECT_EQ(r["content"][1], json({{"type", "text"}, {"text", "Hello there, friend!"}}));
+  EXPECT_EQ(r["stop_reason"], "end_turn");
+  EXPECT_TRUE(r["stop_sequence"].is_null());
+  auto reqs = engine.requests();
+  ASSERT_EQ(reqs.size(), 1u);
+  EXPECT_EQ(r["usage"]["input_tokens"].get<int64_t>() + r["usage"]["cache_read_input_tokens"].get<int64_t>(),
+            int64_t(reqs[0].prompt.size()));
+  EXPECT_EQ(r["usage"]["cache_read_input_tokens"], 2);
+  EXPECT_EQ(r["usage"]["output_tokens"], engine.script.size());
+  EXPECT_FLOAT_EQ(reqs[0].sampling.temperature, 0.5f);
+  EXPECT_FLOAT_EQ(reqs[0].sampling.top_p, 0.9f);
+  EXPECT_EQ(reqs[0].sampling.top_k, 40);
+  EXPECT_EQ(reqs[0].max_tokens, 1000);
+}
+
+TEST_F(AnthropicTest, ToolUseBlocksFromAnM2ToolCall) {
+  start();
+  engine.script = TinyAssets::get().say(kToolText);
+  json r = post_json("/v1/messages", msg_body({{"tools", anthropic_tools()}, {"tool_choice", {{"type", "auto"}}}}));
+  EXPECT_EQ(r["stop_reason"], "tool_use");
+  ASSERT_EQ(r["content"].size(), 3u) << r.dump();
+  EXPECT_EQ(r["content"][0]["type"], "thinking");
+  const json& t0 = r["content"][1];
+  EXPECT_EQ(t0["type"], "tool_use");
+  EXPECT_EQ(t0["id"].get<std::string>().rfind("toolu_", 0), 0u);
+  EXPECT_EQ(t0["name"], "get_weather");
+  EXPECT_EQ(t0["input"], json({{"city", "Paris"}, {"days", 3}}));  // typed by input_schema
+  EXPECT_EQ(r["content"][2]["name"], "get_time");
+  EXPECT_EQ(r["content"][2]["input"], json({{"tz", "CET"}}));
+  EXPECT_NE(r["content"][2]["id"], t0["id"]);
+  // The tools reached the prompt exactly as the chat route puts them there.
+  ojson openai = ojson::parse(chat_body().dump());
+  openai["tools"] = ordered_openai_tools();
+  auto [a, o] = both_prompts(msg_body({{"tools", anthropic_tools()}}), openai);
+  EXPECT_EQ(a, o);
+}
+
+TEST_F(AnthropicTest, ConversationConvertsLikeTheChatRoute) {
+  start();
+  // system blocks, assistant thinking + text + tool_use, user tool_result (+ is_error) and text.
+  const json anthropic = msg_body({{"system", json::array({{{"type", "text"}, {"text", "Be brief."}},
+                                                          {{"type", "text"}, {"text", "Use tools."}}})},
+                                   {"tools", anthropic_tools()},
+                                   {"messages", json::parse(R"([
+    {"role": "user", "content": [{"type": "text", "text": "Weather in Paris?"}]},
+    {"role": "assistant", "content": [
+      {"type": "thinking", "thinking": "Call the tool.", "signature": "sig-ignored"},
+      {"type": "text", "text": "Checking."},
+      {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris", "days": 2}},
+      {"type": "tool_use", "id": "toolu_2", "name": "get_time", "input": {"tz": "CET"}}]},
+    {"role": "user", "content": [
+      {"type": "tool_result", "tool_use_id": "toolu_1", "content": "sunny"},
+      {"type": "tool_result", "tool_use_id": "toolu_2", "content": [{"type": "text", "text": "no clock"}],
+       "is_error": true},
+      {"type": "text", "text": "Thanks."}]}])")}});
+  ojson openai = ojson::parse(chat_body({{"max_tokens", 1000}}).dump());
+  openai["tools"] = ordered_openai_tools();
+  openai["messages"] = ojson::parse(R"([
+    {"role": "system", "content": "Be brief.\n\nUse tools."},
+    {"role": "user", "content": "Weather in Paris?"},
+    {"role": "assistant", "content": "Checking.", "reasoning_content": "Call the tool.", "tool_calls": [
+      {"id": "toolu_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\",\"days\":2}"}},
+      {"id": "toolu_2", "type": "function", "function": {"name": "get_time", "arguments": "{\"tz\":\"CET\"}"}}]},
+    {"role": "tool", "tool_call_id": "toolu_1", "content": "sunny"},
+    {"role": "tool", "tool_call_id": "toolu_2", "content": "Error: no clock"},
+    {"role": "user", "content": "Thanks."}])");
+  auto [a, o] = both_prompts(anthropic, openai);
+  ASSERT_FALSE(a.empty());
+  EXPECT_EQ(TinyAssets::get().decode(a), TinyAssets::get().decode(o));
+  const std::string prompt = TinyAssets::get().decode(a);
+  // (The M2 template drops the reasoning of turns before the last user message.)
+  for (const char* want : {"Be brief.", "sunny", "Error: no clock", "Thanks.", "Paris"})
+    EXPECT_NE(prompt.find(want), std::string::npos) << want << "\n" << prompt;
+}
+
+TEST_F(AnthropicTest, StopSequenceAndMaxTokens) {
+  start();
+  json r = post_json("/v1/messages", msg_body({{"stop_sequences", {"friend", "zzz"}}}));
+  EXPECT_EQ(r["stop_reason"], "stop_sequence");
+  EXPECT_EQ(r["stop_sequence"], "friend");
+  EXPECT_EQ(r["content"].back()["text"], "Hello there, ");
+  r = post_json("/v1/messages", msg_body({{"max_tokens", 2}}));
+  EXPECT_EQ(r["stop_reason"], "max_tokens");
+  EXPECT_EQ(r["usage"]["output_tokens"], 2);
+}
+
+// ---- streaming ----
+
+// The events of one streamed message, checked against the documented sequence; returns the
+// message they build (content blocks from the deltas) so it can be compared with the whole one.
+json replay_stream(const std::vector<Event>& ev) {
+  EXPECT_GE(ev.size(), 3u);
+  if (ev.size() < 3) return json();
+  EXPECT_EQ(ev.front().name, "message_start");
+  json msg = ev.front().data["message"];
+  EXPECT_TRUE(msg["content"].empty());
+  EXPECT_TRUE(msg["stop_reason"].is_null());
+  EXPECT_EQ(ev[ev.size() - 2].name, "message_delta");
+  EXPECT_EQ(ev.back().name, "message_stop");
+  int open = -1;  // the open block's index
+  std::vector<std::string> partial_json;
+  for (size_t i = 1; i + 2 < ev.size(); ++i) {
+    const Event& e = ev[i];
+    if (e.name == "ping") continue;
+    if (e.name == "content_block_start") {
+      EXPECT_EQ(open, -1) << "a block opened while another was open";
+      open = e.data["index"];
+      EXPECT_EQ(open, int(msg["content"].size())) << "block indices 0, 1, 2, ...";
+      msg["content"].push_back(e.data["content_block"]);
+      partial_json.push_back("");
+    } else if (e.name == "content_block_delta") {
+      EXPECT_EQ(e.data["index"], open);
+      if (open < 0) continue;
+      json& block = msg["content"][size_t(open)];
+      const json& d = e.data["delta"];
+      if (d["type"] == "text_delta") {
+        EXPECT_EQ(block["type"], "text");
+        block["text"] = block["text"].get<std::string>() + d["text"].get<std::string>();
+      } else if (d["type"] == "thinking_delta") {
+        EXPECT_EQ(block["type"], "thinking");
+        block["thinking"] = block["thinking"].get<std::string>() + d["thinking"].get<std::string>();
+      } else if (d["type"] == "input_json_delta") {
+        EXPECT_EQ(block["type"], "tool_use");
+        partial_json[size_t(open)] += d["partial_json"].get<std::string>();
+      } else {
+        ADD_FAILURE() << "unexpected delta " << d.dump();
+      }
+    } else if (e.name == "content_block_stop") {
+      EXPECT_EQ(e.data["index"], open);
+      if (open >= 0 && msg["content"][size_t(open)]["type"] == "tool_use")
+        msg["content"][size_t(open)]["input"] = json::parse(partial_json[size_t(open)]);
+      open = -1;
+    } else {
+      ADD_FAILURE() << "unexpected event " << e.name;
+    }
+  }
+  EXPECT_EQ(open, -1) << "a block was left open";
+  const json& md = ev[ev.size() - 2].data;
+  msg["stop_reason"] = md["delta"]["stop_reason"];
+  msg["stop_sequence"] = md["delta"]["stop_sequence"];
+  msg["usage"] = md["usage"];
+  return msg;
+}
+
+TEST_F(AnthropicTest, StreamedEventsRebuildTheWholeMessage) {
+  start();
+  for (const std::string& script : {std::string("Let me think.</think>\n\nHello there, friend!"), std::string(kToolText)}) {
+    engine.script = TinyAssets::get().say(script);
+    const json body = msg_body({{"tools", anthropic_tools()}});
+    json whole = post_json("/v1/messages", body);
+    json sb = body;
+    sb["stream"] = true;
+    auto s = post("/v1/messages", sb.dump());
+    ASSERT_TRUE(s);
+    EXPECT_EQ(s->status, 200);
+    EXPECT_EQ(s->get_header_value("Content-Type"), "text/event-stream");
+    std::vector<Event> ev = anthropic_events(s->body);
+    json rebuilt = replay_stream(ev);
+    // Ids differ per request (the tool-call ids too); everything else is the same message.
+    ASSERT_EQ(rebuilt["content"].size(), whole["content"].size()) << rebuilt.dump() << "\n" << whole.dump();
+    for (size_t i = 0; i < whole["content"].size(); ++i) {
+      json a = rebuilt["content"][i], b = whole["content"][i];
+      a.erase("id");
+      b.erase("id");
+      EXPECT_EQ(a, b) << i;
+    }
+    EXPECT_EQ(rebuilt["stop_reason"], whole["stop_reason"]);
+    EXPECT_EQ(rebuilt["usage"], whole["usage"]);
+    size_t n_deltas = 0;
+    for (const Event& e : ev) n_deltas += e.name == "content_block_delta";
+    EXPECT_GT(n_deltas, 3u) << "incremental, not one blob";
+  }
+}
+
+TEST_F(AnthropicTest, EngineErrorMidStreamIsAnErrorEvent) {
+  start();
+  engine.fail_after = 3;
+  auto s = post("/v1/messages", msg_body({{"stream", true}}).dump());
+  ASSERT_TRUE(s);
+  std::vector<Event> ev = anthropic_events(s->body);
+  ASSERT_FALSE(ev.empty());
+  EXPECT_EQ(ev.front().name, "message_start");
+  EXPECT_EQ(ev.back().name, "error");
+  EXPECT_EQ(ev.back().data["error"]["type"], "api_error");
+}
+
+// ---- count_tokens, auth ----
+
+TEST_F(AnthropicTest, CountTokensIsThePromptLength) {
+  start();
+  const json body = msg_body({{"system", "Be brief."}, {"tools", anthropic_tools()}});
+  post_json("/v1/messages", body);
+  json count_body = body;
+  count_body.erase("max_tokens");
+  json c = post_json("/v1/messages/count_tokens", count_body);
+  EXPECT_EQ(c, json({{"input_tokens", engine.requests().back().prompt.size()}}));
+  expect_anthropic_error(post("/v1/messages/count_tokens", body.dump()), 400, "max_tokens is not a count field");
+}
+
+TEST_F(AnthropicTest, XApiKeyOrBearer) {
+  opts.api_key = "k";
+  start();
+  expect_error(post("/v1/messages", msg_body().dump()), 401, "no key");
+  EXPECT_EQ(post("/v1/messages", msg_body().dump(), {{"x-api-key", "k"}})->status, 200);
+  EXPECT_EQ(post("/v1/messages", msg_body().dump(), {{"Authorization", "Bearer k"}})->status, 200);
+  EXPECT_EQ(post("/v1/messages", msg_body().dump(), {{"x-api-key", "wrong"}})->status, 401);
+  EXPECT_EQ(post("/v1/chat/completions", chat_body().dump(), {{"x-api-key", "k"}})->status, 200);
+}
+
+// ---- refusals ----
+
+TEST_F(AnthropicTest, MalformedRequestsAre400sNamingTheField) {
+  start();
+  auto with = [](json extra) { return msg_body(std::move(extra)); };
+  auto without = [](const char* key) {
+    json b = msg_body();
+    b.erase(key);
+    return b;
+  };
+  auto user_blocks = [](json blocks) { return msg_body({{"messages", {{{"role", "user"}, {"content", blocks}}}}}); };
+  auto asst_blocks = [](json blocks) {
+    return msg_body({{"messages", {{{"role", "user"}, {"content", "Hi"}}, {{"role", "assistant"}, {"content", blocks}}}}});
+  };
+  const std::vector<std::tuple<json, std::string, std::string>> cases = {
+      {without("max_tokens"), "max_tokens", "required"},
+      {without("model"), "model", "required"},
+      {without("messages"), "messages", "required"},
+      {with({{"max_tokens", 0}}), "max_tokens", "at least 1"},
+      {with({{"max_tokens", "64"}}), "max_tokens", "integer"},
+      {with({{"messages", json::array()}}), "messages", "non-empty"},
+      {with({{"messages", {{{"role", "system"}, {"content", "x"}}}}}), "messages", "top-level 'system'"},
+      {with({{"messages", {{{"role", "user"}}}}}), "messages", "content"},
+      {with({{"messages", {{{"role", "user"}, {"content", "x"}, {"name", "bob"}}}}}), "messages", "name"},
+      {user_blocks({{{"type", "image"}, {"source", {{"type", "base64"}}}}}), "messages", "image"},
+      {user_blocks({{{"type", "document"}, {"source", {{"type", "text"}}}}}), "messages", "document"},
+      {user_blocks({{{"type", "text"}}}), "messages", "text"},
+      {user_blocks({{{"type", "tool_result"}}}), "messages", "tool_use_id"},
+      {user_blocks({{{"type", "tool_result"}, {"tool_use_id", "t"}, {"content", {{{"type", "image"}}}}}}), "messages", "image"},
+      {user_blocks({{{"type", "tool_result"}, {"tool_use_id", "t"}, {"is_error", "yes"}}}), "messages", "is_error"},
+      {user_blocks({{{"type", "thinking"}, {"thinking", "x"}}}), "messages", "assistant"},
+      {user_blocks({{{"type", "search_result"}}}), "messages", "search_result"},
+      {user_blocks({1}), "messages", "content block"},
+      {asst_blocks({{{"type", "redacted_thinking"}, {"data", "x"}}}), "messages", "redacted_thinking"},
+      {asst_blocks({{{"type", "tool_use"}, {"id", "t"}, {"name", "f"}, {"input", "{}"}}}), "messages", "input"},
+      {asst_blocks({{{"type", "tool_result"}, {"tool_use_id", "t"}}}), "messages", "user message"},
+      {with({{"system", 5}}), "system", "system"},
+      {with({{"system", {{{"type", "image"}}}}}), "system", "image"},
+      {with({{"tools", {{{"name", "f"}}}}}), "tools", "input_schema"},
+      {with({{"tools", {{{"type", "web_search_20250305"}, {"name", "web_search"}}}}}), "tools", "server tools"},
+      {with({{"tools", {{{"name", "f"}, {"input_schema", json::object()}, {"strict", true}}}}}), "tools", "strict"},
+      {with({{"tool_choice", "auto"}}), "tool_choice", "object"},
+      {with({{"tool_choice", {{"type", "tool"}}}}), "tool_choice", "name"},
+      {with({{"tool_choice", {{"type", "auto"}, {"disable_parallel_tool_use", true}}}}), "tool_choice", "several"},
+      {with({{"tool_choice", {{"type", "maybe"}}}}), "tool_choice", "\"any\""},
+      {with({{"temperature", 1.5}}), "temperature", "[0, 1]"},
+      {with({{"top_p", 0}}), "top_p", "top_p"},
+      {with({{"top_k", "x"}}), "top_k", "integer"},
+      {with({{"stop_sequences", "x"}}), "stop_sequences", "list"},
+      {with({{"stop_sequences", {""}}}), "stop_sequences", "empty"},
+      {with({{"stream", "yes"}}), "stream", "boolean"},
+      {with({{"metadata", {{"tags", "x"}}}}), "metadata", "user_id"},
+      {with({{"thinking", {{"type", "disabled"}}}}), "thinking", "always reasons"},
+      {with({{"thinking", {{"type", "enabled"}}}}), "thinking", "budget_tokens"},
+      {with({{"thinking", {{"type", "enabled"}, {"budget_tokens", -1}}}}), "thinking", "positive"},
+      {with({{"thinking", true}}), "thinking", "enabled"},
+      {with({{"n", 2}}), "n", "not a field of /v1/messages"},
+      {with({{"frequency_penalty", 1}}), "frequency_penalty", "not a field"},
+      {with({{"container", "c1"}}), "container", "not supported"},
+      {with({{"service_tier", "standard_only"}}), "service_tier", "auto"},
+  };
+  for (const auto& [body, field, words] : cases) {
+    auto r = post("/v1/messages", body.dump());
+    expect_anthropic_error(r, 400, body.dump());
+    if (!r) continue;
+    const std::string message = json::parse(r->body)["error"]["message"];
+    EXPECT_NE(message.find(field), std::string::npos) << "does not name '" << field << "': " << message;
+    EXPECT_NE(message.find(words), std::string::npos) << "does not say '" << words << "': " << message;
+  }
+  expect_anthropic_error(post("/v1/messages", "{"), 400, "bad JSON");
+  expect_anthropic_error(post("/v1/messages", msg_body({{"model", "claude-x"}}).dump()), 404, "unknown model");
+  EXPECT_TRUE(engine.requests().empty()) << "a refused request reached the engine";
+  // Still serving.
+  EXPECT_EQ(post("/v1/messages", msg_body().dump())->status, 200);
+}
+
+TEST_F(AnthropicTest, ThinkingEnabledIsAcceptedOnAnM2) {
+  start();
+  json r = post_json("/v1/messages", msg_body({{"thinking", {{"type", "enabled"}, {"budget_tokens", 1024}}}}));
+  EXPECT_EQ(r["content"][0]["type"], "thinking");
+}
+
+// Every field of the /v1/messages table is accepted or refused as the table says (an unknown
+// one is refused): the table and the parser cannot drift apart.
+TEST_F(AnthropicTest, EveryTableFieldIsHonouredOrRefusedByName) {
+  start();
+  for (Endpoint e : {Endpoint::kMessages, Endpoint::kCountTokens})
+    for (const FieldRule& f : field_rules(e)) {
+      json b = msg_body();
+      if (e == Endpoint::kCountTokens) b.erase("max_tokens");
+      if (b.contains(f.name)) continue;  // sent in every body already
+      const json sample = f.name == "system" ? json("Be brief.")
+                          : f.name == "tools" ? anthropic_tools()
+                          : f.name == "tool_choice" ? json({{"type", "auto"}})
+                          : f.name == "stop_sequences" ? json({"zzz"})
+                          : f.name == "temperature" || f.name == "top_p" ? json(0.5)
+                          : f.name == "top_k" ? json(5)
+                          : f.name == "stream" ? json(false)
+                          : f.name == "thinking" ? json({{"type", "enabled"}, {"budget_tokens", 2048}})
+                          : f.name == "metadata" ? json({{"user_id", "u"}})
+                          : f.name == "service_tier" ? json("auto")
+                                                     : json("x");
+      b[f.name] = sample;
+      auto r = post(e == Endpoint::kMessages ? "/v1/messages" : "/v1/messages/count_tokens", b.dump());
+      ASSERT_TRUE(r) << f.name;
+      if (f.kind == FieldRule::kRefused) {
+        expect_anthropic_error(r, 400, f.name);
+        EXPECT_NE(r->body.find(f.name), std::string::npos) << r->body;
+      } else {
+        EXPECT_EQ(r->status, 200) << f.name << ": " << r->body;
+      }
+    }
+}
+
+}  // namespace
+}  // namespace mmx::server
+
+namespace mmx::server {
+namespace {
+
+// tool_choice any / {tool, name} are the chat route's "required" / named function, parsed by the
+// same code: whatever that route answers (a 400 naming tool_choice before constrained decoding,
+// a forced call after), /v1/messages answers with the same status.
+TEST_F(AnthropicTest, ForcedToolChoiceFollowsTheChatRoute) {
+  start();
+  const std::vector<std::pair<json, json>> pairs = {
+      {json({{"type", "any"}}), json("required")},
+      {json({{"type", "tool"}, {"name", "get_time"}}), json({{"type", "function"}, {"function", {{"name", "get_time"}}}})}};
+  for (const auto& [anthropic, openai] : pairs) {
+    auto a = post("/v1/messages", msg_body({{"tools", anthropic_tools()}, {"tool_choice", anthropic}}).dump());
+    auto o = post("/v1/chat/completions", chat_body({{"tools", tools_json()}, {"tool_choice", openai}}).dump());
+    ASSERT_TRUE(a && o);
+    EXPECT_EQ(a->status, o->status) << a->body << "\n" << o->body;
+    if (o->status == 400) {
+      expect_anthropic_error(a, 400, anthropic.dump());
+      EXPECT_NE(a->body.find("tool_choice"), std::string::npos) << a->body;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mmx::server

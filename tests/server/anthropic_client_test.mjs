@@ -1,0 +1,171 @@
+// The official `@anthropic-ai/sdk` npm client (installed into BUILD/npm by scripts/npm_setup.sh)
+// against `mmx serve` on a tiny random-weight M2 checkpoint (started by anthropic_client_test.sh
+// through openai_client_test.sh). The model's words are noise, so the checks are about shapes,
+// the event sequence, consistency (stream == non-stream at temperature 0, count_tokens == the
+// usage of the same request) and error classes carrying our messages. A tool_use block parsed
+// from a real M2 tool call is tested over the fake engine (tests/server/anthropic_test.cpp):
+// a random tiny model rarely writes one.
+import assert from "node:assert/strict";
+import { createRequire } from "node:module";
+import path from "node:path";
+
+const require = createRequire(path.resolve(process.env.MMX_NPM, "package.json"));
+const sdk = require("@anthropic-ai/sdk");
+const Anthropic = sdk.default ?? sdk.Anthropic ?? sdk;
+// The SDK appends /v1/messages itself.
+const baseURL = process.env.MMX_BASE_URL.replace(/\/v1\/?$/, "");
+const client = new Anthropic({ baseURL, apiKey: process.env.MMX_API_KEY, maxRetries: 0 });  // sent as x-api-key
+const MODEL = "tiny-m2";
+const messages = [{ role: "user", content: "Hello! Who are you?" }];
+const tools = [{ name: "get_weather", description: "Weather for a city",
+                 input_schema: { type: "object", properties: { city: { type: "string" } }, required: ["city"] } }];
+
+let failed = 0;
+async function check(name, fn) {
+  try {
+    await fn();
+    console.log(`ok   ${name}`);
+  } catch (e) {
+    failed++;
+    console.log(`FAIL ${name}: ${e?.stack ?? e}`);
+  }
+}
+// The SDK's error class for the status, with our message (it reads error.message of our body).
+async function expectError(cls, status, words, fn) {
+  try {
+    await fn();
+  } catch (e) {
+    assert.ok(e instanceof cls, `expected ${cls.name}, got ${e?.constructor?.name}: ${e?.message}`);
+    assert.equal(e.status, status);
+    assert.equal(e.error?.type, "error", JSON.stringify(e.error));
+    assert.ok(e.message.includes(words), `message lacks '${words}': ${e.message}`);
+    return;
+  }
+  assert.fail(`expected ${cls.name}`);
+}
+function checkShape(m) {
+  assert.equal(m.type, "message");
+  assert.equal(m.role, "assistant");
+  assert.equal(m.model, MODEL);
+  assert.match(m.id, /^msg_/);
+  assert.ok(["end_turn", "max_tokens", "stop_sequence", "tool_use"].includes(m.stop_reason), m.stop_reason);
+  for (const b of m.content) assert.ok(["thinking", "text", "tool_use"].includes(b.type), b.type);
+  const kinds = m.content.map((b) => b.type).join(",");
+  assert.match(kinds, /^(thinking,?)?(text,?)?(tool_use,?)*$/, `block order ${kinds}`);
+  assert.ok(m.usage.input_tokens + m.usage.cache_read_input_tokens > 10);
+  assert.ok(m.usage.output_tokens >= 1);
+}
+
+let whole;
+await check("messages.create: shape, thinking first, usage", async () => {
+  whole = await client.messages.create({ model: MODEL, max_tokens: 24, messages, temperature: 0,
+                                         system: "Be brief.", metadata: { user_id: "u1" } });
+  checkShape(whole);
+  assert.ok(whole.usage.output_tokens <= 24);
+  // The M2 prompt opens <think>: the reply starts with reasoning unless the model closes it at once.
+  if (whole.content.length) assert.ok(["thinking", "text"].includes(whole.content[0].type));
+});
+
+await check("messages.create stream: the documented event order, deltas == the final message == non-stream", async () => {
+  const stream = await client.messages.create({ model: MODEL, max_tokens: 24, messages, temperature: 0,
+                                                system: "Be brief.", stream: true });
+  const events = [];
+  for await (const ev of stream) events.push(ev);
+  const names = events.map((e) => e.type).filter((t) => t !== "ping");
+  assert.equal(names[0], "message_start");
+  assert.equal(names.at(-2), "message_delta");
+  assert.equal(names.at(-1), "message_stop");
+  const blocks = [];
+  let open = -1;
+  for (const e of events.slice(1, -2)) {
+    if (e.type === "ping") continue;
+    if (e.type === "content_block_start") {
+      assert.equal(open, -1, "a block opened inside another");
+      assert.equal(e.index, blocks.length);
+      open = e.index;
+      blocks.push(structuredClone(e.content_block));
+    } else if (e.type === "content_block_delta") {
+      assert.equal(e.index, open);
+      const b = blocks[open];
+      if (e.delta.type === "text_delta") b.text += e.delta.text;
+      else if (e.delta.type === "thinking_delta") b.thinking += e.delta.thinking;
+      else if (e.delta.type === "input_json_delta") b.partial = (b.partial ?? "") + e.delta.partial_json;
+      else assert.fail(`delta ${e.delta.type}`);
+    } else if (e.type === "content_block_stop") {
+      assert.equal(e.index, open);
+      open = -1;
+    } else {
+      assert.fail(`event ${e.type}`);
+    }
+  }
+  assert.equal(open, -1);
+  const delta = events.at(-2);
+  assert.equal(delta.delta.stop_reason, whole.stop_reason);
+  assert.deepEqual(blocks.map((b) => b.text ?? b.thinking), whole.content.map((b) => b.text ?? b.thinking));
+  assert.equal(delta.usage.output_tokens, whole.usage.output_tokens);
+});
+
+await check("messages.stream helper: finalMessage() and the text events agree", async () => {
+  const s = client.messages.stream({ model: MODEL, max_tokens: 24, messages, temperature: 0, system: "Be brief." });
+  let text = "";
+  s.on("text", (t) => { text += t; });
+  const final = await s.finalMessage();
+  checkShape(final);
+  assert.equal(text, final.content.filter((b) => b.type === "text").map((b) => b.text).join(""));
+  assert.deepEqual(final.content, whole.content);
+});
+
+await check("messages.countTokens == the input usage of the same request", async () => {
+  const c = await client.messages.countTokens({ model: MODEL, messages, system: "Be brief." });
+  assert.equal(c.input_tokens, whole.usage.input_tokens + whole.usage.cache_read_input_tokens);
+});
+
+await check("tools, a tool_use / tool_result history, thinking enabled", async () => {
+  const m = await client.messages.create({
+    model: MODEL, max_tokens: 16, temperature: 0, tools, tool_choice: { type: "auto" },
+    thinking: { type: "enabled", budget_tokens: 1024 },
+    messages: [
+      { role: "user", content: [{ type: "text", text: "Weather in Paris?" }] },
+      { role: "assistant", content: [
+        { type: "thinking", thinking: "Use the tool.", signature: "ignored" },
+        { type: "tool_use", id: "toolu_01", name: "get_weather", input: { city: "Paris" } }] },
+      { role: "user", content: [{ type: "tool_result", tool_use_id: "toolu_01", content: "sunny", is_error: false }] },
+    ],
+  });
+  checkShape(m);
+  for (const b of m.content.filter((b) => b.type === "tool_use")) {
+    assert.match(b.id, /^toolu_/);
+    assert.equal(typeof b.input, "object");
+  }
+});
+
+await check("errors: the SDK's classes with our messages", async () => {
+  await expectError(Anthropic.BadRequestError, 400, "image", () =>
+    client.messages.create({ model: MODEL, max_tokens: 8, messages: [{ role: "user", content: [
+      { type: "image", source: { type: "base64", media_type: "image/png", data: "iVBORw0KGgo=" } }] }] }));
+  await expectError(Anthropic.BadRequestError, 400, "max_tokens", () =>
+    client.messages.create({ model: MODEL, messages }));
+  await expectError(Anthropic.BadRequestError, 400, "always reasons", () =>
+    client.messages.create({ model: MODEL, max_tokens: 8, messages, thinking: { type: "disabled" } }));
+  await expectError(Anthropic.BadRequestError, 400, "redacted_thinking", () =>
+    client.messages.create({ model: MODEL, max_tokens: 8, messages: [
+      { role: "user", content: "Hi" }, { role: "assistant", content: [{ type: "redacted_thinking", data: "x" }] },
+      { role: "user", content: "Again" }] }));
+  await expectError(Anthropic.BadRequestError, 400, "top_logprobs", () =>
+    client.messages.create({ model: MODEL, max_tokens: 8, messages, top_logprobs: 2 }));
+  await expectError(Anthropic.NotFoundError, 404, "claude-nope", () =>
+    client.messages.create({ model: "claude-nope", max_tokens: 8, messages }));
+  const bad = new Anthropic({ baseURL, apiKey: "wrong", maxRetries: 0 });
+  try {
+    await bad.messages.create({ model: MODEL, max_tokens: 8, messages });
+    assert.fail("a wrong key was accepted");
+  } catch (e) {
+    assert.ok(e instanceof Anthropic.AuthenticationError, `${e?.constructor?.name}: ${e?.message}`);
+  }
+});
+
+await check("still serving after the errors", async () => {
+  checkShape(await client.messages.create({ model: MODEL, max_tokens: 4, messages }));
+});
+
+process.exit(failed ? 1 : 0);

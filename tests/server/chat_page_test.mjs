@@ -94,16 +94,24 @@ await check("the page loads, asks for the key, then shows the model", async () =
 
 await setField("#temperature", "0");
 await setField("#top-p", "1");
-await setField("#max-tokens", "40");
+await setField("#max-tokens", "160");
 await setField("#seed", "11");
 await setField("#system", "You are a concise assistant.");
 
 let first;
 await check("a greedy reply streams in incrementally and equals the non-streamed reply", async () => {
-  // Every change to the reply: the text length shown (reasoning + content) per observer callback.
+  // Every piece of text the page adds to the reply (one mutation record each), and the length
+  // shown after each observer callback (how many separate moments the reply grew at: at least one
+  // per network read, which depends on timing, so it is reported, not required).
   await page.evaluate(() => {
+    window.__appends = [];
     window.__lengths = [];
-    new MutationObserver(() => {
+    new MutationObserver((records) => {
+      for (const r of records)
+        for (const n of r.addedNodes) {
+          const where = r.target.classList?.contains("content") ? "content" : r.target.classList?.contains("reasoning-text") ? "reasoning" : null;
+          if (n.nodeType === Node.TEXT_NODE && where && r.target.closest("article.assistant")) window.__appends.push({ where, text: n.data });
+        }
       const a = [...document.querySelectorAll("article.assistant")].pop();
       if (a) window.__lengths.push(a.querySelector(".content").textContent.length + a.querySelector(".reasoning-text").textContent.length);
     }).observe(document.getElementById("log"), { childList: true, subtree: true, characterData: true });
@@ -111,9 +119,14 @@ await check("a greedy reply streams in incrementally and equals the non-streamed
   await sendMessage("Hello! What can you do?");
   await page.waitForSelector('article.assistant[data-state="done"]', { timeout: 60000 });
   first = await lastReply();
+  const appends = await page.evaluate(() => window.__appends);
   const lengths = await page.evaluate(() => window.__lengths);
+  const joined = (where) => appends.filter((x) => x.where === where).map((x) => x.text).join("");
+  assert.ok(appends.length >= 2, `the reply was rendered in at least two appends (${appends.length})`);
+  assert.equal(joined("content"), first.content, "the content appends add up to the content shown");
+  assert.equal(joined("reasoning"), first.reasoning, "the reasoning appends add up to the reasoning shown");
   const growing = new Set(lengths.filter((n) => n > 0));
-  assert.ok(growing.size >= 2, `the reply grew over at least two mutations (lengths seen: ${lengths.join(",")})`);
+  console.log(`     ${appends.length} appends; the shown text grew at ${growing.size} moments (${first.stats})`);
   assert.ok(first.content.length + first.reasoning.length > 0, "some text arrived");
 
   const sent = sentBodies[0];
@@ -122,7 +135,7 @@ await check("a greedy reply streams in incrementally and equals the non-streamed
   assert.equal(sent.model, MODEL);
   assert.equal(sent.temperature, 0);
   assert.equal(sent.seed, 11);
-  assert.equal(sent.max_tokens, 40);
+  assert.equal(sent.max_tokens, 160);
   assert.deepEqual(sent.messages, [
     { role: "system", content: "You are a concise assistant." },
     { role: "user", content: "Hello! What can you do?" },
@@ -184,6 +197,22 @@ await check("Stop aborts a reply in flight; the server stays up", async () => {
   assert.equal(await page.$eval("#stop", (b) => b.disabled), true);
   assert.equal(await page.$eval("#send", (b) => b.disabled), false);
   assert.equal((await fetch(BASE + "/health")).status, 200);
+});
+
+await check("a refused request shows the server's message naming the field, and is not kept", async () => {
+  await setField("#max-tokens", "0");
+  const before = sentBodies.length;
+  await sendMessage("This one is refused.");
+  await page.waitForSelector('article.assistant[data-state="error"]', { timeout: 10000 });
+  const r = await lastReply();
+  assert.match(r.stats, /^400: .*max_tokens/, r.stats);
+  assert.match(r.stats, /not kept/);
+  await setField("#max-tokens", "8");
+  await sendMessage("And this one is not.");
+  await page.waitForFunction(() => document.querySelectorAll('article.assistant[data-state="done"]').length === 3, { timeout: 60000 });
+  const sent = sentBodies[before + 1];
+  assert.ok(!sent.messages.some((m) => m.content === "This one is refused."), "the refused turn is not sent again");
+  assert.equal(sent.messages[sent.messages.length - 1].content, "And this one is not.");
 });
 
 // Scripted answers (request interception) for what a random tiny model will not write: tool

@@ -117,6 +117,7 @@ class Reply {
       }
       this.reasoning += delta.reasoning_content;
       this.reasoningEl.append(delta.reasoning_content);
+      this.reasoningEl.scrollTop = this.reasoningEl.scrollHeight;  // follow it while it streams
     }
     if (delta.content) {
       if (!this.content && this.reasoning) this.reasoningBox.open = false;
@@ -261,8 +262,12 @@ async function send(text) {
   }
   // What was shown stays in the conversation, stopped or not; a failed turn with nothing is dropped.
   if (mine !== conversation) return;
-  if (reply.content || reply.reasoning || reply.calls.length) history.push(reply.message());
-  else history.pop();
+  if (reply.content || reply.reasoning || reply.calls.length) {
+    history.push(reply.message());
+  } else {
+    history.pop();
+    reply.statsEl.textContent += ' (this turn is not kept in the conversation)';
+  }
 }
 
 function setBusy(busy) {

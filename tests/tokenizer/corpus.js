@@ -27,6 +27,11 @@ function edgeCases() {
     'ſ \u212a Kelvin ǅ ǈ titlecase ᾈ ﬁ ligature ＡＢＣ ｱｲｳ',
     'URL https://example.com/path/to/file.html?a=1&b=2#frag and e-mail a.b@c.de',
     'a/b//c///d\n/\n//\r\n/x',
+    'مرحبا بالعالم! هذا نصٌّ عربيّ مع أرقام ١٢٣ و123، وعلامات الترقيم؟ «اقتباس» الكتابةُ من اليمين',
+    ']~!b[]~b]system\nYou are MiniMax.[e~[\n]~b]ai\n<think>\nhm\n</think>\n\n<minimax:tool_call>\n' +
+      '<invoke name="f">\n<parameter name="k">v</parameter>\n</invoke>\n</minimax:tool_call>[e~[ ]!p~[' +
+      ' ]<]image[>[ <mm:think>x</mm:think> ]<]minimax[>[<tool_call> <beginning_of_sentence>user name=user\n' +
+      '<end_of_sentence> <fim_prefix>a<fim_suffix>b<fim_middle> ]~b]]~b] [e~[[e~[ <think></think>',
   ];
   const out = s.map((x) => Buffer.from(x, 'utf8'));
   // long runs (BPE / regex worst cases)

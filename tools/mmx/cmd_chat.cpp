@@ -13,6 +13,7 @@
 // banner are printed only when stdin is a terminal.
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
@@ -170,11 +171,15 @@ class ChatSession {
     GenerateOptions go;
     go.n_valid_vocab = sm_.tokenizer->vocab_size();
     g_interrupted = false;
-    const char* note = nullptr;
+    std::string note;
+    int64_t n_tokens = 0;
+    int32_t last = -1;
     try {
       generate(model_, req,
                [&](int32_t id) {
                  if (g_interrupted) return false;
+                 ++n_tokens;
+                 last = id;
                  show(out.push(id));
                  return !out.stopped();
                },
@@ -183,8 +188,10 @@ class ChatSession {
       note = e.what();
     }
     show(out.finish());
+    const bool eos = std::find(req.stop_ids.begin(), req.stop_ids.end(), last) != req.stop_ids.end();
     if (g_interrupted) note = "stopped";
-    printer.end(note);
+    else if (note.empty() && n_tokens == req.max_tokens && !eos) note = fmt::format("cut at {} tokens (-n)", n_tokens);
+    printer.end(note.empty() ? nullptr : note.c_str());
     g_interrupted = false;
     history_.push_back(assistant_turn(all));
   }

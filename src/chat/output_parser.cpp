@@ -19,6 +19,7 @@
 #include "chat/output_parser.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 
 #include "chat/tool_blocks.h"
@@ -103,6 +104,10 @@ struct OutputParser::State {
   bool in_call = false;      // a call is open (M2/M3: after its invoke tag)
   ToolCall call;             // the open call, arguments so far
   const nlohmann::json* call_params = nullptr;  // its "parameters" schema, if the tool is known
+  // M2 string parameter streaming (after kStringOpen), see string_text().
+  bool in_string = false;
+  bool string_started = false;  // its opening quote was sent
+  std::string string_held;      // before: the value so far (left-stripped); after: a held tail
   // kBadBlock: whether the block's end tag is content too (no call had started).
   bool bad_block_keeps_end = false;
   bool prefix_sent = false;  // kM2AppendThink: "<think>" emitted
@@ -211,6 +216,69 @@ struct OutputParser::State {
     call = ToolCall{};
     call_params = nullptr;
     in_call = false;
+  }
+
+  // ---- a string parameter's value, streamed as it is written (M2) ----
+  // The value is whitespace-stripped and the literal null/none/nil (any case) is null (m2_convert):
+  // nothing is sent until the value cannot be such a literal any more, and trailing whitespace
+  // (and an incomplete UTF-8 character) is held until something follows it.
+
+  static std::string escape(std::string_view s) {  // the JSON string body, without quotes
+    std::string q = dump_py(ojson(std::string(s)));
+    return q.substr(1, q.size() - 2);
+  }
+  static size_t incomplete_utf8_tail(std::string_view s) {
+    for (size_t k = 1; k <= std::min<size_t>(4, s.size()); ++k) {
+      const unsigned char c = static_cast<unsigned char>(s[s.size() - k]);
+      if ((c & 0xC0) == 0x80) continue;  // a continuation byte
+      const size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+      return k < need ? k : 0;
+    }
+    return 0;
+  }
+  static bool maybe_null_literal(std::string_view v) {
+    std::string low(v);
+    for (char& c : low) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    for (std::string_view lit : {"null", "none", "nil"})
+      if (low.size() <= lit.size() && lit.substr(0, low.size()) == low) return true;
+    return false;
+  }
+  static std::string_view rstrip(std::string_view v) {
+    while (!v.empty() && is_space(v.back())) v.remove_suffix(1);
+    return v;
+  }
+  // Sends s but a tail that may still change meaning: an incomplete character, trailing whitespace.
+  void release_string(std::string s, ParsedDelta& out) {
+    size_t hold = incomplete_utf8_tail(s);
+    if (hold == 0) hold = s.size() - rstrip(s).size();
+    if (hold < s.size()) append_fragment(escape(std::string_view(s).substr(0, s.size() - hold)), out);
+    string_held = s.substr(s.size() - hold);
+  }
+  void string_text(std::string_view t, ParsedDelta& out) {
+    if (t.empty()) return;
+    if (string_started) {
+      std::string s = std::move(string_held);
+      release_string(s.append(t), out);
+      return;
+    }
+    if (string_held.empty())
+      while (!t.empty() && is_space(t.front())) t.remove_prefix(1);
+    string_held += t;
+    const std::string_view v = rstrip(string_held);
+    if (v.empty() || maybe_null_literal(v)) return;
+    string_started = true;
+    append_fragment("\"", out);
+    release_string(std::move(string_held), out);
+  }
+  void end_string(ParsedDelta& out) {
+    if (!string_started) {
+      append_fragment(dump_py(m2_convert(std::string(rstrip(string_held)), {"string"})), out);
+    } else {
+      if (!rstrip(string_held).empty()) append_fragment(escape(string_held), out);  // an incomplete character
+      append_fragment("\"", out);
+    }
+    in_string = string_started = false;
+    string_held.clear();
   }
 
   // The block went wrong at buf[skip..]: fall back as docs/output-parsing.md says.
@@ -327,6 +395,14 @@ struct OutputParser::State {
       }
 
       // Mode::kToolBlock: buf holds the rest of the block body (the start tag is consumed).
+      if (in_string) {
+        const StringStep ss = read_m2_string(buf, tags.block_end, final);
+        string_text(std::string_view(buf).substr(0, ss.n_value), out);
+        buf.erase(0, ss.consumed);
+        if (!ss.ended) return;
+        end_string(out);
+        continue;
+      }
       BlockStep st = read_step(final);
       switch (st.kind) {
         case BlockStep::kWait:
@@ -355,6 +431,14 @@ struct OutputParser::State {
           piece += ": ";
           piece += dump_py(st.value);
           append_fragment(std::move(piece), out);
+          break;
+        }
+        case BlockStep::kStringOpen: {
+          std::string piece = call.arguments_json.empty() ? "{" : ", ";
+          piece += dump_py(ojson(st.name));
+          piece += ": ";
+          append_fragment(std::move(piece), out);
+          in_string = true;
           break;
         }
         case BlockStep::kInvokeClose:

@@ -7,6 +7,9 @@
 //   * M1 lines are stripped; `arguments` is re-serialised whatever its JSON type.
 #include "chat/tool_blocks.h"
 
+#include <algorithm>
+#include <cctype>
+
 #include "base/json_nesting.h"
 
 namespace mmx::chat {
@@ -88,28 +91,69 @@ BlockStep read_m2_step(std::string_view text, const BlockReadContext& ctx) {
   if (rest.substr(0, kParamStart.size()) == kParamStart) {
     const size_t pe = find(rest, kParamEnd, kParamStart.size());
     const size_t ie = find(rest, kInvokeEnd, kParamStart.size());
-    if (pe == std::string_view::npos)
-      return step(cut || ie != std::string_view::npos ? BlockStep::kBad : BlockStep::kWait, i);
-    if (before(ie, pe) || before(be, pe)) return step(BlockStep::kBad, i);
+    // The name ends at the first '>', which must come before any closing tag.
     const size_t gt = rest.find('>', kParamStart.size());
-    if (gt >= pe || gt == kParamStart.size()) return step(BlockStep::kBad, i);
-    BlockStep s = step(BlockStep::kParam, i + pe + kParamEnd.size());
-    s.name = extract_name(rest.substr(kParamStart.size(), gt - kParamStart.size()));
+    const size_t first_close = std::min({pe, ie, be});
+    if (gt == std::string_view::npos)
+      return step(first_close != std::string_view::npos || final ? BlockStep::kBad : BlockStep::kWait, i);
+    if (gt >= first_close || gt == kParamStart.size()) return step(BlockStep::kBad, i);
+    const std::string name = extract_name(rest.substr(kParamStart.size(), gt - kParamStart.size()));
     const nlohmann::json* prop = nullptr;
     if (ctx.fn_params != nullptr && ctx.fn_params->is_object()) {
       auto props = ctx.fn_params->find("properties");
       if (props != ctx.fn_params->end() && props->is_object()) {
-        auto it = props->find(s.name);
+        auto it = props->find(name);
         if (it != props->end()) prop = &*it;
       }
     }
-    s.value = m2_convert(std::string(strip(rest.substr(gt + 1, pe - gt - 1))), m2_types_of(prop));
+    const std::vector<std::string> types = m2_types_of(prop);
+    if (m2_is_string_typed(types)) {  // its value streams as text (read_m2_string)
+      BlockStep s = step(BlockStep::kStringOpen, i + gt + 1);
+      s.name = name;
+      return s;
+    }
+    if (pe == std::string_view::npos)
+      return step(cut || ie != std::string_view::npos ? BlockStep::kBad : BlockStep::kWait, i);
+    if (before(ie, pe) || before(be, pe)) return step(BlockStep::kBad, i);
+    BlockStep s = step(BlockStep::kParam, i + pe + kParamEnd.size());
+    s.name = name;
+    s.value = m2_convert(std::string(strip(rest.substr(gt + 1, pe - gt - 1))), types);
     return s;
   }
   if (!final && (proper_prefix_of(rest, kInvokeEnd) || proper_prefix_of(rest, kParamStart) ||
                  proper_prefix_of(rest, ctx.block_end)))
     return step(BlockStep::kWait, i);
   return step(BlockStep::kBad, i);
+}
+
+bool m2_is_string_typed(const std::vector<std::string>& types) {
+  // m2_convert's priority order: the first type it would try decides.
+  static const char* kPriority[] = {"integer", "int",   "number", "float", "boolean", "bool",
+                                    "object",  "array", "string", "str",   "text"};
+  for (const char* t : kPriority)
+    for (const std::string& x : types) {
+      std::string low = x;
+      for (char& c : low) c = char(std::tolower(static_cast<unsigned char>(c)));
+      if (low == t) return std::string_view(t) == "string" || std::string_view(t) == "str" || std::string_view(t) == "text";
+    }
+  return false;
+}
+
+StringStep read_m2_string(std::string_view text, std::string_view block_end, bool final) {
+  const size_t close = std::min({text.find(kParamEnd), text.find(kInvokeEnd), text.find(block_end)});
+  if (close != std::string_view::npos) {
+    const bool own = text.substr(close, kParamEnd.size()) == kParamEnd;
+    return {close, true, close + (own ? kParamEnd.size() : 0)};
+  }
+  if (final) return {text.size(), true, text.size()};
+  size_t keep = 0;  // a tail that may begin one of the three tags
+  for (std::string_view tag : {kParamEnd, kInvokeEnd, block_end})
+    for (size_t k = std::min(tag.size() - 1, text.size()); k > keep; --k)
+      if (text.substr(text.size() - k) == tag.substr(0, k)) {
+        keep = k;
+        break;
+      }
+  return {text.size() - keep, false, text.size() - keep};
 }
 
 BlockStep read_m1_step(std::string_view text, const BlockReadContext& ctx) {

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "chat/value_typing.h"
 
@@ -29,6 +30,8 @@ struct BlockStep {
     kEof,          // `final` and nothing but whitespace is left (no end tag)
     kInvokeOpen,   // M2/M3 `<invoke name="f">`: `name`
     kParam,        // one complete M2/M3 parameter: `name` = key, `value` typed from the schema
+    kStringOpen,   // M2 `<parameter name="k">` of a string-typed parameter: its value follows as
+                   // text, read with read_m2_string
     kInvokeClose,  // M2/M3 `</invoke>`
     kCall,         // one M1 JSON line: `name`, `value` = its "arguments" (any JSON)
     kBad,          // the text after `consumed` (leading whitespace) is not what may come here
@@ -52,6 +55,19 @@ BlockStep read_m2_step(std::string_view text, const BlockReadContext& ctx);
 // M3 (namespace token NS = "]<]minimax[>["):
 //   `\nNS<invoke name="f">NS<k>v NS</k>NS<obj>NS<a>1NS</a>NS</obj>NS</invoke>\n...`
 BlockStep read_m3_step(std::string_view text, const BlockReadContext& ctx);
+
+// M2: whether a parameter of these schema types (m2_types_of) is typed as a string, so that its
+// value can stream as it is written: the first type m2_convert would try is string/str/text.
+bool m2_is_string_typed(const std::vector<std::string>& types);
+
+// M2, inside a string parameter (after kStringOpen): the value runs to the first `</parameter>`,
+// or, when the model never writes it, to the first `</invoke>`, block end or end of output.
+struct StringStep {
+  size_t n_value = 0;   // bytes at the front of the text that are value, decided so far
+  bool ended = false;   // the value ends after them
+  size_t consumed = 0;  // bytes used: the value, plus `</parameter>` when that ended it
+};
+StringStep read_m2_string(std::string_view text, std::string_view block_end, bool final);
 
 // Text-01 / M1: one `{"name": "f", "arguments": {...}}` JSON object per non-empty line; with
 // `final` the last line needs no newline (vLLM also parses a block still open at the end).

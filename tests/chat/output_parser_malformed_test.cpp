@@ -117,6 +117,11 @@ TEST(Malformed, MissingBlockEndKeepsTheFinishedCall) {
   ASSERT_EQ(d.tool_calls.size(), 1u);
   EXPECT_EQ(d.tool_calls[0].arguments_json, R"({"city": "Paris"})");
   EXPECT_EQ(d.content, "<parameter name=\"days\">3");
+  // Cut inside a string parameter: the value written so far is the value.
+  d = parse_all_modes(kM2, "<minimax:tool_call><invoke name=\"run_code\"><parameter name=\"code\">print(", false);
+  ASSERT_EQ(d.tool_calls.size(), 1u);
+  EXPECT_EQ(d.tool_calls[0].arguments_json, R"J({"code": "print("})J");
+  EXPECT_EQ(d.content, "");
   // Cut inside the invoke tag: no call had started, so the whole block is text.
   std::string early = "x <minimax:tool_call>\n<invoke name=\"get_wea";
   d = parse_all_modes(kM2, early, false);
@@ -128,10 +133,19 @@ TEST(Malformed, MissingParameterEnd) {
   std::string block =
       "<minimax:tool_call><invoke name=\"get_weather\"><parameter name=\"city\">Paris</invoke>"
       "</minimax:tool_call>";
+  // city is a string parameter: its value streams as written, and </invoke> ends it.
   auto d = parse_all_modes(kM2, block, false);
-  ASSERT_EQ(d.tool_calls.size(), 1u);  // streamed at its opening tag; no parameter closed
+  ASSERT_EQ(d.tool_calls.size(), 1u);
+  EXPECT_EQ(d.tool_calls[0].arguments_json, R"({"city": "Paris"})");
+  EXPECT_EQ(d.content, "");
+  // days is an integer: typed only once </parameter> closes it, which never comes.
+  std::string typed =
+      "<minimax:tool_call><invoke name=\"get_weather\"><parameter name=\"days\">3</invoke>"
+      "</minimax:tool_call>";
+  d = parse_all_modes(kM2, typed, false);
+  ASSERT_EQ(d.tool_calls.size(), 1u);
   EXPECT_EQ(d.tool_calls[0].arguments_json, "{}");
-  EXPECT_EQ(d.content, "<parameter name=\"city\">Paris</invoke>");
+  EXPECT_EQ(d.content, "<parameter name=\"days\">3</invoke>");
 }
 
 TEST(Malformed, ParameterWithoutEndSwallowsTheNextOneLikeVllm) {

@@ -35,14 +35,40 @@ TEST(ToolCallStream, M2ArgumentsStreamPerParameter) {
   EXPECT_EQ(pieces(d[0]), "[0 get_weather ]");  // id + name before any argument
   ASSERT_EQ(d[0].tool_call_deltas.size(), 1u);
   EXPECT_EQ(d[0].tool_call_deltas[0].id.rfind("call_", 0), 0u);
-  EXPECT_EQ(pieces(d[1]), "");  // the parameter is still open
-  EXPECT_EQ(pieces(d[2]), R"([0 {"city": "Paris"])");
-  EXPECT_EQ(pieces(d[3]), R"([0 , "days": 3])");
+  EXPECT_EQ(pieces(d[1]), R"([0 {"city": "Pa])");  // a string value streams as it is written
+  EXPECT_EQ(pieces(d[2]), R"([0 ris"])");
+  EXPECT_EQ(pieces(d[3]), R"([0 , "days": 3])");  // an integer once its parameter closed
   EXPECT_TRUE(d[3].tool_calls.empty());
   EXPECT_EQ(pieces(d[4]), "[0 }]");
   ASSERT_EQ(d[4].tool_calls.size(), 1u);
   EXPECT_EQ(d[4].tool_calls[0].arguments_json, R"({"city": "Paris", "days": 3})");
   EXPECT_TRUE(d[5].empty());
+}
+
+// A string value is whitespace-stripped and the literal null/none/nil is null (m2_convert): what
+// could still turn out to be one of those is held back, and so is trailing whitespace.
+TEST(ToolCallStream, M2StringValuesHoldBackWhatIsUndecided) {
+  auto d = feed_parts(OutputFormat::kM2,
+                      {"<minimax:tool_call><invoke name=\"run_code\"><parameter name=\"code\">\n  No", "ne",
+                       " \n", "</parameter><parameter name=\"code\">Non", "esuch x ", " y\n", "</parameter>",
+                       "</invoke></minimax:tool_call>"});
+  EXPECT_EQ(pieces(d[0]), "[0 run_code {\"code\": ]");  // "No" may still be None
+  EXPECT_EQ(pieces(d[1]), "");                          // "None" may still be "None..."
+  EXPECT_EQ(pieces(d[2]), "");                          // trailing whitespace
+  EXPECT_EQ(pieces(d[3]), "[0 null, \"code\": ]");
+  EXPECT_EQ(pieces(d[4]), "[0 \"Nonesuch x]");           // no longer a literal; its trailing space held
+  EXPECT_EQ(pieces(d[5]), "[0   y]");
+  EXPECT_EQ(pieces(d[6]), "[0 \"]");
+  ASSERT_EQ(d[7].tool_calls.size(), 1u);
+  EXPECT_EQ(d[7].tool_calls[0].arguments_json, R"({"code": null, "code": "Nonesuch x  y"})");
+}
+
+TEST(ToolCallStream, M2StringValueSplitInsideACharacterAndATag) {
+  const std::string s = "<minimax:tool_call><invoke name=\"run_code\"><parameter name=\"code\">a\xE6\x9D";
+  auto d = feed_parts(OutputFormat::kM2, {s, "\xB1" "b</para", "meter></invoke></minimax:tool_call>"});
+  EXPECT_EQ(pieces(d[0]), "[0 run_code {\"code\": \"a]");  // the incomplete character is held
+  EXPECT_EQ(pieces(d[1]), "[0 \xE6\x9D\xB1" "b]");            // "</para" may begin </parameter>
+  EXPECT_EQ(pieces(d[2]), "[0 \"}]");
 }
 
 TEST(ToolCallStream, M2CallWithoutParameters) {

@@ -36,6 +36,10 @@ std::string call_line(const ojson& call) {
 
 }  // namespace
 
+bool template_reads_m1_messages(std::string_view template_source) {
+  return template_source.find("['content'][0]['text']") != std::string_view::npos;
+}
+
 ojson to_m1_messages(const ojson& messages) {
   if (!messages.is_array()) return messages;
   std::map<std::string, std::string> call_names;  // tool_call id -> function name

@@ -4,7 +4,7 @@
 // `content[0]['text']` for system and user turns, the `text` parts of an assistant turn, and
 // `{name, text}` parts of a tool turn; it renders no `tool_calls` or `reasoning_content` field.
 // OpenAI clients send string content, tool calls as fields and tool results as strings, so the
-// server (format kM1) reshapes them first — what the model itself writes, so that the output
+// server (format kM1, with such a template: template_reads_m1_messages) reshapes them first — what the model itself writes, so that the output
 // parser (OutputFormat::kM1) reads a rendered turn back as the same message:
 //   string content                -> [{"type": "text", "text": content}] (null -> "")
 //   assistant reasoning_content R -> "<think>R</think>\n" before the text
@@ -19,8 +19,14 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <string_view>
 
 namespace mmx::chat {
+
+// True when a chat template reads messages the M1 way: it indexes `['content'][0]['text']` (the
+// Text-01 / M1 templates MiniMax ships). A Text-01 checkpoint served with another template (the
+// models/ ones trained by `mmx train` carry the M2 template) keeps OpenAI-shaped messages.
+bool template_reads_m1_messages(std::string_view template_source);
 
 // messages: a JSON array of OpenAI chat messages; returns the reshaped copy (anything that is not
 // an object is copied as it is).

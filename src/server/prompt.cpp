@@ -15,16 +15,31 @@ const char* reasoning_open_tag(chat::OutputFormat f) {
 
 namespace {
 
+// A Text-01 / M1 model whose template is MiniMax's M1 one (content parts, no tool_calls field).
+bool reads_m1_messages(const ServedModel& m) {
+  if (m.format != chat::OutputFormat::kM1) return false;
+  for (const std::string& name : m.chat_template->names())
+    if (chat::template_reads_m1_messages(m.chat_template->source(name))) return true;
+  return false;
+}
+
 std::string render(const ServedModel& m, const ojson& messages, const ChatRequest& req) {
   try {
     m.chat_template->check_kwargs(req.template_kwargs);
   } catch (const mmx::Error& e) {
     throw ApiError(400, e.what(), "chat_template_kwargs");
   }
+  // A kwarg no template reads would be silently ignored (enable_thinking on a template that
+  // always reasons): refused by name instead.
+  if (req.template_kwargs.is_object())
+    for (const auto& [k, v] : req.template_kwargs.items())
+      if (!m.chat_template->reads(k))
+        throw ApiError(400, "chat_template_kwargs." + k + " is not read by this model's chat template, so it would have no effect",
+                       "chat_template_kwargs");
   try {
     // The M1 template reads content parts and renders no tool_calls field (chat/m1_messages.h).
-    return m.chat_template->render(m.format == chat::OutputFormat::kM1 ? chat::to_m1_messages(messages) : messages,
-                                   req.tools, /*add_generation_prompt=*/true, req.template_kwargs);
+    return m.chat_template->render(reads_m1_messages(m) ? chat::to_m1_messages(messages) : messages, req.tools,
+                                   /*add_generation_prompt=*/true, req.template_kwargs);
   } catch (const jinja::TemplateError& e) {
     // raise_exception() in the template is a message for the client; other template failures
     // come from shapes of the conversation the template cannot handle.

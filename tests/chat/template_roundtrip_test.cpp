@@ -209,6 +209,14 @@ TEST(TemplateRoundTrip, AMismatchedParserLosesTheToolCall) {
   EXPECT_NE(wrong.content.find("<minimax:tool_call>"), std::string::npos) << wrong.content;
 }
 
+// Which templates get M1-shaped messages: the M1 one, not M2's or M3's.
+TEST(M1Messages, OnlyTheM1TemplateReadsThem) {
+  const auto src = [](const char* f) { return read_file(std::string(MMX_SOURCE_DIR) + "/data/chat_templates/" + f); };
+  EXPECT_TRUE(template_reads_m1_messages(src("minimax_m1.jinja")));
+  EXPECT_FALSE(template_reads_m1_messages(src("minimax_m2.jinja")));
+  EXPECT_FALSE(template_reads_m1_messages(src("minimax_m3.jinja")));
+}
+
 // to_m1_messages: the shape the M1 template reads.
 TEST(M1Messages, ReshapesOpenAIMessages) {
   const ojson in = ojson::parse(R"([

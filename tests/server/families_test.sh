@@ -7,7 +7,8 @@
 #     that template writes is one token of the checkpoint's tokenizer;
 #   * `mmx serve` answers /v1/chat/completions with 200 and an assistant message for a plain
 #     conversation, for one with tools + an assistant tool call (string arguments, as OpenAI
-#     clients send them) + its result, and (M3) with chat_template_kwargs thinking_mode.
+#     clients send them) + its result, and (M3) with chat_template_kwargs thinking_mode;
+# and the same route on the committed models/text01-tiny (a Text-01 with the M2 template).
 set -uo pipefail
 MMX=$1
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -38,6 +39,11 @@ PY
     [ "$(echo "$ids" | wc -w)" = 1 ] || fail "$arch: '$t' is not one token of the tiny tokenizer (ids: $ids)"
   done
 
+  serve_check "$dir" "$arch"
+}
+
+serve_check() {  # DIR ARCH: mmx serve answers the chat route
+  local dir=$1 arch=$2
   PID=""
   "$MMX" serve -m "$dir" --host 127.0.0.1 --port 0 -t 1 2>"$TMP/serve.log" &
   PID=$!
@@ -99,4 +105,7 @@ PY
 check_family minimax_m3 minimax_m3.jinja ']~!b[' ']~b]' '[e~[' ']<]minimax[>[' '<mm:think>' '</mm:think>' ']<]image[>[' ']<]video[>['
 check_family minimax_text01 minimax_m1.jinja '<begin_of_document>' '<beginning_of_sentence>' '<end_of_sentence>' '<think>' '</think>'
 check_family minimax_m2 minimax_m2.jinja ']~!b[' ']~b]' '[e~[' '<think>' '</think>' '<minimax:tool_call>' '</minimax:tool_call>'
+# The committed Text-01 model (trained by mmx train) carries the M2 template: messages stay
+# OpenAI-shaped for it (chat::template_reads_m1_messages), and the route still answers.
+serve_check "$SRC/models/text01-tiny" text01-trained
 echo "all families: their own template, its special tokens, and the OpenAI chat route answer"

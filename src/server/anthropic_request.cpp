@@ -212,15 +212,6 @@ ojson convert_tool_choice(const ojson& tc) {
 
 }  // namespace
 
-std::string thinking_control(const ServedModel& model) {
-  if (model.chat_template == nullptr) return "";
-  for (const std::string& name : model.chat_template->names()) {
-    const std::string& src = model.chat_template->source(name);
-    if (src.find("thinking_mode") != std::string::npos) return "thinking_mode";
-    if (src.find("enable_thinking") != std::string::npos) return "enable_thinking";
-  }
-  return "";
-}
 
 MessagesRequest parse_messages_request(const ojson& b, const ServedModel& model, bool count_tokens) {
   check_fields(b, count_tokens ? Endpoint::kCountTokens : Endpoint::kMessages);

@@ -9,7 +9,7 @@
 //                                           the JSON of `input`)
 //   tools {name, description, input_schema} -> OpenAI function tools
 //   tool_choice auto | none | any | {tool, name} -> "auto" | "none" | "required" | a named function
-//   stop_sequences -> stop; thinking -> the template's thinking switch (thinking_control below)
+//   stop_sequences -> stop; thinking -> the template's thinking switch (thinking.h)
 // The result is an OpenAI chat body parsed by parse_chat_request, so every sampling range,
 // tool_choice rule and tool check is the chat route's own (one place: forcing a tool call flips
 // on for both routes when constrained decoding lands).
@@ -21,6 +21,7 @@
 #include <string>
 
 #include "server/request.h"
+#include "server/thinking.h"
 #include "server/served_model.h"
 
 namespace mmx::server {
@@ -32,8 +33,6 @@ struct MessagesRequest {
 // count_tokens: the /v1/messages/count_tokens body (no max_tokens, no stream).
 MessagesRequest parse_messages_request(const ojson& body, const ServedModel& model, bool count_tokens = false);
 
-// How `thinking` reaches the model's template: "thinking_mode" (M3: "enabled" / "disabled"),
-// "enable_thinking" (true / false), or "" when the template has no switch.
-std::string thinking_control(const ServedModel& model);
+// How `thinking` reaches the model's template: thinking_control() in thinking.h.
 
 }  // namespace mmx::server

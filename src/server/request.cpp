@@ -325,6 +325,12 @@ ChatRequest parse_chat_request(const ojson& b, const SamplingParams& defaults) {
     }
   }
   if (r.tool_choice == "none") r.tools = nullptr;  // the model is not told about tools at all
+  if (has(b, "reasoning_effort")) {
+    r.reasoning_effort = get_string(b, "reasoning_effort");
+    static const char* kEfforts[] = {"none", "minimal", "low", "medium", "high", "xhigh"};
+    if (std::find(std::begin(kEfforts), std::end(kEfforts), r.reasoning_effort) == std::end(kEfforts))
+      bad_request("'reasoning_effort' must be one of none, minimal, low, medium, high, xhigh", "reasoning_effort");
+  }
   if (has(b, "chat_template_kwargs")) {
     if (!b.at("chat_template_kwargs").is_object())
       bad_request("'chat_template_kwargs' must be an object", "chat_template_kwargs");

@@ -52,6 +52,7 @@ struct ChatRequest : GenerationParams {
   std::string tool_choice = "auto";  // "auto" | "none" | "required" | "function" (forced_tool)
   std::string forced_tool;           // tool_choice {"type": "function", "function": {"name": ...}}
   ojson template_kwargs;           // chat_template_kwargs object, or null
+  std::string reasoning_effort;    // "" | none | minimal | low | medium | high | xhigh (thinking.h maps it)
 };
 
 struct CompletionRequest : GenerationParams {

@@ -18,7 +18,7 @@ constexpr const char* kCommon[] = {
     "frequency_penalty", "repetition_penalty", "logit_bias", "min_tokens", "ignore_eos",
     "max_tokens", "stop", "n", "stream", "stream_options", "logprobs", "response_format", "grammar"};
 constexpr const char* kChatOnly[] = {"messages", "max_completion_tokens", "top_logprobs", "tools",
-                                     "tool_choice", "chat_template_kwargs"};
+                                     "tool_choice", "chat_template_kwargs", "reasoning_effort"};
 constexpr const char* kCompletionOnly[] = {"prompt"};
 
 // OpenAI gives these no effect on the generated output: end-user ids for abuse monitoring,
@@ -40,8 +40,6 @@ const std::vector<FieldRule>& field_rules(Endpoint e) {
     r.push_back({"parallel_tool_calls", FieldRule::kDefaultOnly,
                  "true: the model may call several tools in one turn, and nothing can yet limit it to one"});
     r.push_back({"modalities", FieldRule::kDefaultOnly, "[\"text\"]: this server writes text only"});
-    r.push_back({"reasoning_effort", FieldRule::kRefused,
-                 "the chat template has no reasoning-effort control; use chat_template_kwargs where the template reads one"});
     r.push_back({"verbosity", FieldRule::kRefused, "the chat template has no verbosity control"});
     r.push_back({"audio", FieldRule::kRefused, "this server writes text only"});
     r.push_back({"web_search_options", FieldRule::kRefused, "this server has no web search"});

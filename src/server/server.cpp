@@ -20,6 +20,7 @@
 #include "server/prompt.h"
 #include "server/request.h"
 #include "server/response.h"
+#include "server/thinking.h"
 #include "server/gen_request.h"
 #include "server/web_assets.h"
 
@@ -500,10 +501,12 @@ void Server::handle_chat(const std::string& body, httplib::Response& res) {
     ChatRequest cr = parse_chat_request(parse_body(body), model_.sampling);
     if (!cr.has_seed) cr.sampling.seed = next_seed();
     check_model(cr.model);
+    apply_reasoning_effort(cr, model_);
     const int64_t ctx = engine_.context_limit();
     ChatPrompt p = build_chat_prompt(model_, cr, opts_.drop_reasoning_over, ctx, opts_.special_in_content);
     if (p.dropped_reasoning_turns > 0) metrics_.count_dropped_reasoning(p.dropped_reasoning_turns);
     GenRequest g = make_gen_request(cr, p.ids, ctx, opts_.default_max_tokens, model_.tokenizer->vocab_size(), model_.eos_ids, "messages");
+    g.constraint = constraints_.make(cr, cr.tools, cr.tool_choice, cr.forced_tool, p.starts_in_reasoning, g.max_tokens);
 
     auto job = new_job(true, new_id("chatcmpl-"), model_, cr, opts_.stream_ping_ms, int64_t(p.ids.size()));
     job->split_reasoning = model_.format != chat::OutputFormat::kM2AppendThink;
@@ -547,6 +550,7 @@ void Server::handle_completion(const std::string& body, httplib::Response& res) 
       if (!tok.has_id(id)) bad_request("token id " + std::to_string(id) + " is not in the vocabulary", "prompt");
     const int64_t ctx = engine_.context_limit();
     GenRequest g = make_gen_request(cr, ids, ctx, opts_.default_max_tokens, model_.tokenizer->vocab_size(), model_.eos_ids, "prompt");
+    g.constraint = constraints_.make(cr, nullptr, "auto", "", /*starts_in_reasoning=*/false, g.max_tokens);
 
     auto job = new_job(false, new_id("cmpl-"), model_, cr, opts_.stream_ping_ms, int64_t(ids.size()));
     const std::vector<std::string> stop = cr.stop;

@@ -27,6 +27,7 @@
 #include "engine/engine_api.h"
 #include "server/metrics.h"
 #include "server/front.h"
+#include "server/constraints.h"
 #include "server/served_model.h"
 
 namespace httplib {
@@ -103,6 +104,7 @@ class Server {
   ServedModel model_;
   ServerOptions opts_;
   ServerMetrics metrics_;
+  Constraints constraints_{model_};  // structured output: compiled grammars, kept
   std::unique_ptr<httplib::Server> http_;
   std::unique_ptr<Front> front_;
   std::thread thread_;

@@ -1,6 +1,8 @@
 // ChatTemplate: loading from a checkpoint directory and building the render context.
 #include "template/chat_template.h"
 
+#include <cctype>
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -126,6 +128,17 @@ void ChatTemplate::check_kwargs(const json& extra_kwargs) const {
     if (jinja::is_builtin_global(k))
       fail("chat_template_kwargs.{} is a built-in name of the template language and cannot be passed as a kwarg", k);
   }
+}
+
+bool ChatTemplate::reads(const std::string& name) const {
+  auto ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  for (const auto& [n, t] : templates_) {
+    const std::string& src = t.source();
+    for (size_t at = src.find(name); at != std::string::npos; at = src.find(name, at + 1))
+      if ((at == 0 || !ident(src[at - 1])) && (at + name.size() >= src.size() || !ident(src[at + name.size()])))
+        return true;
+  }
+  return false;
 }
 
 ChatTemplate::json ChatTemplate::context(const json& messages, const json& tools, bool add_generation_prompt,

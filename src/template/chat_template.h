@@ -46,6 +46,9 @@ class ChatTemplate {
   // namespace, raise_exception, ...). HF's apply_chat_template(messages, **kwargs) cannot take
   // such a kwarg either.
   void check_kwargs(const json& extra_kwargs) const;
+  // Whether a template source mentions `name` as an identifier (the server refuses a kwarg no
+  // template reads: it would be silently ignored).
+  bool reads(const std::string& name) const;
   // The variables render() passes to the template.
   json context(const json& messages, const json& tools, bool add_generation_prompt, const json& extra_kwargs) const;
 

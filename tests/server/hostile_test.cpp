@@ -106,7 +106,12 @@ TEST_F(HostileTest, HostileChatTemplateKwargs) {
     EXPECT_EQ(json::parse(r->body)["error"]["param"], "chat_template_kwargs") << key;
     EXPECT_NE(r->body.find(key), std::string::npos) << r->body;
   }
-  post_json("/v1/chat/completions", chat_body({{"chat_template_kwargs", {{"some_flag", true}}}}));  // ordinary kwarg
+  // A kwarg the template never reads would be silently ignored (enable_thinking on a template that
+  // always reasons): a 400 naming it.
+  auto r = post("/v1/chat/completions", chat_body({{"chat_template_kwargs", {{"enable_thinking", false}}}}).dump());
+  expect_error(r, 400, "enable_thinking");
+  EXPECT_EQ(json::parse(r->body)["error"]["param"], "chat_template_kwargs");
+  EXPECT_NE(r->body.find("not read by this model's chat template"), std::string::npos) << r->body;
 }
 
 // More choices than the server can ever queue: a 400 naming n, not a 429 no retry can win

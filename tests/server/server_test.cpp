@@ -203,11 +203,17 @@ TEST_F(ServerTest, ToolChoiceNoneRequiredNamedAndHistoryArgumentsAsStrings) {
   post_json("/v1/chat/completions", chat_body({{"tools", tools_json()}, {"tool_choice", "none"}}));
   std::string prompt = TinyAssets::get().decode(engine.requests().back().prompt);
   EXPECT_EQ(prompt.find("<tools>"), std::string::npos) << "tool_choice none must hide the tools";
-  // Forcing a call ("required", a named function) needs constrained decoding: refused, not
-  // quietly treated as "auto".
+  // Forcing a call ("required", a named function) hands the engine a constraint (src/grammar;
+  // what it makes the model write is checked in tests/grammar and the structured-output client
+  // test); a named function missing from tools, or no tools, is a 400 naming tool_choice.
   for (const json& tc : {json("required"), json({{"type", "function"}, {"function", {{"name", "get_time"}}}})}) {
-    auto r = post("/v1/chat/completions", chat_body({{"tools", tools_json()}, {"tool_choice", tc}}).dump());
-    expect_error(r, 400, "tool_choice " + tc.dump());
+    post_json("/v1/chat/completions", chat_body({{"tools", tools_json()}, {"tool_choice", tc}}));
+    EXPECT_TRUE(bool(engine.requests().back().constraint)) << tc.dump();
+  }
+  for (const json& body : {chat_body({{"tools", tools_json()}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "nope"}}}}}}),
+                           chat_body({{"tool_choice", "required"}})}) {
+    auto r = post("/v1/chat/completions", body.dump());
+    expect_error(r, 400, body.dump());
     EXPECT_EQ(json::parse(r->body)["error"]["param"], "tool_choice");
   }
   // An OpenAI-style history: arguments as a JSON string, then the tool result.
@@ -688,8 +694,9 @@ TEST_F(ServerTest, EveryFieldIsHonouredOrRefusedByName) {
       {"service_tier", "auto", "flex"},
       {"parallel_tool_calls", true, false},
       {"modalities", {"text"}, {"text", "audio"}},
-      {"response_format", {{"type", "text"}}, {{"type", "json_object"}}},
-      {"reasoning_effort", nullptr, "low"},
+      {"response_format", {{"type", "json_object"}}, {{"type", "yaml"}}},
+      {"grammar", "root ::= \"yes\" | \"no\"", "root ::= undefined-rule"},
+      {"reasoning_effort", nullptr, "low"},  // the M2 template has no reasoning switch
       {"verbosity", nullptr, "low"},
       {"audio", nullptr, {{"voice", "alloy"}}},
       {"web_search_options", nullptr, json::object()},

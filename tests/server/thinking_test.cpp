@@ -1,0 +1,74 @@
+// reasoning_effort -> each template's own reasoning switch (server/thinking.h): M3's
+// thinking_mode, a template reading enable_thinking, and M2's templates that have none (400).
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "server/api_error.h"
+#include "server/thinking.h"
+
+namespace mmx::server {
+namespace {
+
+std::string read(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+ChatTemplate from_file(const std::string& name) {
+  return ChatTemplate({{"default", read(std::string(MMX_SOURCE_DIR) + "/data/chat_templates/" + name)}}, nullptr);
+}
+
+std::string effort_to(const ChatTemplate& t, const std::string& effort, const char* key) {
+  ServedModel m;
+  m.chat_template = &t;
+  ChatRequest r;
+  r.reasoning_effort = effort;
+  apply_reasoning_effort(r, m);
+  return r.template_kwargs.at(key).dump();
+}
+
+TEST(Thinking, ReasoningEffortMapsOntoM3ThinkingMode) {
+  const ChatTemplate m3 = from_file("minimax_m3.jinja");
+  EXPECT_EQ(effort_to(m3, "none", "thinking_mode"), "\"disabled\"");
+  EXPECT_EQ(effort_to(m3, "minimal", "thinking_mode"), "\"disabled\"");
+  EXPECT_EQ(effort_to(m3, "low", "thinking_mode"), "\"adaptive\"");
+  EXPECT_EQ(effort_to(m3, "medium", "thinking_mode"), "\"enabled\"");
+  EXPECT_EQ(effort_to(m3, "high", "thinking_mode"), "\"enabled\"");
+  // The switch reaches the prompt: disabled and enabled render differently.
+  const ojson msgs = ojson::parse(R"([{"role": "user", "content": "hi"}])");
+  const std::string off = m3.render(msgs, nullptr, true, {{"thinking_mode", "disabled"}});
+  const std::string on = m3.render(msgs, nullptr, true, {{"thinking_mode", "enabled"}});
+  EXPECT_NE(off, on);
+}
+
+TEST(Thinking, EnableThinkingTemplatesGetABool) {
+  const ChatTemplate t({{"default", "{% if enable_thinking %}<think>{% endif %}{{ messages[0].content }}"}}, nullptr);
+  EXPECT_EQ(effort_to(t, "none", "enable_thinking"), "false");
+  EXPECT_EQ(effort_to(t, "high", "enable_thinking"), "true");
+}
+
+TEST(Thinking, NoSwitchOrTwoSwitchesIs400) {
+  const ChatTemplate m2 = from_file("minimax_m2.jinja");
+  ServedModel m;
+  m.chat_template = &m2;
+  ChatRequest r;
+  r.reasoning_effort = "low";
+  try {
+    apply_reasoning_effort(r, m);
+    ADD_FAILURE() << "M2 has no reasoning switch";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status, 400);
+    EXPECT_EQ(e.param, "reasoning_effort");
+  }
+  const ChatTemplate m3 = from_file("minimax_m3.jinja");
+  m.chat_template = &m3;
+  r.template_kwargs = {{"thinking_mode", "enabled"}};
+  EXPECT_THROW(apply_reasoning_effort(r, m), ApiError);
+}
+
+}  // namespace
+}  // namespace mmx::server

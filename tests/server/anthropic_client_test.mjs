@@ -2,9 +2,10 @@
 // against `mmx serve` on a tiny random-weight M2 checkpoint (started by anthropic_client_test.sh
 // through openai_client_test.sh). The model's words are noise, so the checks are about shapes,
 // the event sequence, consistency (stream == non-stream at temperature 0, count_tokens == the
-// usage of the same request) and error classes carrying our messages. A tool_use block parsed
-// from a real M2 tool call is tested over the fake engine (tests/server/anthropic_test.cpp):
-// a random tiny model rarely writes one.
+// usage of the same request) and error classes carrying our messages. A random tiny model rarely
+// writes a tool call by itself, so tool_use output comes from a forced one (tool_choice tool: the
+// constrained decoder makes it write M2's tool-call syntax); a scripted M2 tool block is tested
+// over the fake engine (tests/server/anthropic_test.cpp).
 import assert from "node:assert/strict";
 import { createRequire } from "node:module";
 import path from "node:path";
@@ -137,6 +138,26 @@ await check("tools, a tool_use / tool_result history, thinking enabled", async (
     assert.match(b.id, /^toolu_/);
     assert.equal(typeof b.input, "object");
   }
+});
+
+await check("a forced tool call (tool_choice tool): a tool_use block, streamed as input_json_delta pieces", async () => {
+  const req = { model: MODEL, max_tokens: 300, temperature: 0, tools, tool_choice: { type: "tool", name: "get_weather" },
+                messages: [{ role: "user", content: "Weather in Paris?" }] };
+  const m = await client.messages.create(req);
+  checkShape(m);
+  assert.equal(m.stop_reason, "tool_use");
+  const uses = m.content.filter((b) => b.type === "tool_use");
+  assert.ok(uses.length >= 1, JSON.stringify(m.content));
+  assert.equal(uses[0].name, "get_weather");
+  assert.equal(typeof uses[0].input.city, "string");  // the grammar keeps the arguments to the schema
+  // Streamed: the SDK assembles the input_json_delta pieces into the same input.
+  const s = client.messages.stream(req);
+  let pieces = 0;
+  s.on("inputJson", () => { pieces++; });
+  const final = await s.finalMessage();
+  assert.deepEqual(final.content.filter((b) => b.type === "tool_use").map((b) => [b.name, b.input]),
+                   uses.map((b) => [b.name, b.input]));
+  assert.ok(pieces >= 1);
 });
 
 await check("errors: the SDK's classes with our messages", async () => {

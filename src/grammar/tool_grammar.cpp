@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <functional>
 
 #include "grammar/json_schema.h"
 
@@ -70,10 +71,34 @@ std::string value_expr(GbnfWriter& w, const json& schema, const std::string& pre
 
 }  // namespace
 
-std::string m2_tool_call_gbnf(const json& tools, const std::string& only) {
+namespace {
+
+// The (key, schema, required) members of an object schema, in the schema's order.
+struct Member {
+  std::string key;
+  const json* schema;
+  bool required;
+};
+std::vector<Member> members(const json& obj) {
+  std::vector<Member> out;
+  if (!obj.is_object() || !obj.contains("properties") || !obj["properties"].is_object()) return out;
+  std::vector<std::string> required;
+  if (obj.contains("required") && obj["required"].is_array())
+    for (const json& r : obj["required"])
+      if (r.is_string()) required.push_back(r.get<std::string>());
+  for (const auto& [k, schema] : obj["properties"].items())
+    out.push_back({k, &schema, std::find(required.begin(), required.end(), k) != required.end()});
+  return out;
+}
+
+// One format's pieces: the block around the calls, and one call's body from its parameters.
+struct Syntax {
+  std::string block_open, block_close;
+  std::function<std::string(GbnfWriter&, const std::string& name, const json& params, int tool)> invoke;
+};
+
+std::string tool_call_gbnf(GbnfWriter& w, const Syntax& syn, const json& tools, const std::string& only) {
   if (!tools.is_array() || tools.empty()) throw Error("a forced tool call needs a non-empty 'tools' list");
-  GbnfWriter w;
-  add_raw_string_rules(w);
   std::vector<std::string> invokes;
   int t = 0;
   for (const json& tool : tools) {
@@ -83,31 +108,105 @@ std::string m2_tool_call_gbnf(const json& tools, const std::string& only) {
     if (!f.contains("name") || !f["name"].is_string()) continue;
     const std::string name = f["name"].get<std::string>();
     if (!only.empty() && name != only) continue;
-    std::string body = gbnf_literal("<invoke name=\"" + name + "\">\n");
-    const json params = f.value("parameters", json::object());
-    if (params.is_object() && params.contains("properties") && params["properties"].is_object()) {
-      std::vector<std::string> required;
-      if (params.contains("required") && params["required"].is_array())
-        for (const json& r : params["required"])
-          if (r.is_string()) required.push_back(r.get<std::string>());
-      int n_param = 0;
-      for (const auto& [k, schema] : params["properties"].items()) {
-        const std::string p = w.rule(fmt::format("m2-t{}-p{}", t, ++n_param),
-                                     gbnf_literal("<parameter name=\"" + k + "\">") + " " +
-                                         value_expr(w, schema, fmt::format("t{}-{}", t, k)) + " " + gbnf_literal("</parameter>\n"));
-        const bool req = std::find(required.begin(), required.end(), k) != required.end();
-        body += " " + p + (req ? "" : "?");
-      }
-    }
-    body += " " + gbnf_literal("</invoke>\n");
-    invokes.push_back(w.rule(fmt::format("m2-invoke-{}", t), body));
+    invokes.push_back(w.rule(fmt::format("invoke-{}", t), syn.invoke(w, name, f.value("parameters", json::object()), t)));
   }
   if (invokes.empty())
     throw Error(only.empty() ? "no usable function in 'tools'" : fmt::format("'tools' has no function named '{}'", only));
   std::string any = "(";
   for (size_t i = 0; i < invokes.size(); ++i) any += (i ? " | " : "") + invokes[i];
   any += only.empty() ? ")+" : ")";
-  return w.text(gbnf_literal("<minimax:tool_call>\n") + " " + any + " " + gbnf_literal("</minimax:tool_call>"));
+  return w.text(gbnf_literal(syn.block_open) + " " + any + " " + gbnf_literal(syn.block_close));
+}
+
+// ---- M3: NS<tool_call>\n NS<invoke name="f">NS<k>VALUE NS</k>... NS</invoke>\n NS</tool_call> ----
+const std::string kNs = "]<]minimax[>[";
+
+// A leaf, nested tags for an object, NS<item>s for an array (the M3 template's to_xml).
+std::string m3_value(GbnfWriter& w, const json& s, const std::string& path) {
+  if (!s.is_object()) throw SchemaError("schema", fmt::format("{}: a parameter schema must be an object", path));
+  for (const char* kw : {"$ref", "anyOf", "oneOf", "allOf", "minLength", "maxLength"})
+    if (s.contains(kw)) throw SchemaError(kw, fmt::format("{}: '{}' is not supported for forced M3 tool calls", path, kw));
+  auto text_of = [&](const json& v) -> std::string {
+    if (v.is_string()) {
+      const std::string t = v.get<std::string>();
+      if (t.find("]<") != std::string::npos || (!t.empty() && t.back() == ']'))
+        throw SchemaError("enum", fmt::format("{}: enum value '{}' cannot be written as a raw M3 value", path, t));
+      return gbnf_literal(t);
+    }
+    if (v.is_null() || v.is_structured()) throw SchemaError("enum", fmt::format("{}: enum values must be scalars", path));
+    return gbnf_literal(v.dump());
+  };
+  if (s.contains("const")) return text_of(s["const"]);
+  if (s.contains("enum")) {
+    if (!s["enum"].is_array() || s["enum"].empty()) throw SchemaError("enum", path + ": 'enum' must be a non-empty array");
+    std::string out = "(";
+    for (size_t i = 0; i < s["enum"].size(); ++i) out += (i ? " | " : "") + text_of(s["enum"][i]);
+    return out + ")";
+  }
+  const std::string type = s.contains("type") && s["type"].is_string() ? s["type"].get<std::string>()
+                           : s.contains("properties")                 ? "object"
+                           : s.contains("items")                      ? "array"
+                                                                      : "";
+  if (s.contains("type") && !s["type"].is_string())
+    throw SchemaError("type", fmt::format("{}: a list of types is not supported for forced M3 tool calls", path));
+  if (type == "string") return "m3-str";
+  if (type == "null") return "\"\"";
+  if (type == "integer" || type == "number" || type == "boolean") return w.schema_rule(s, "m3" + path);
+  if (type == "object") {
+    std::string seq;
+    for (const Member& m : members(s)) {
+      const std::string tag = gbnf_literal(kNs + "<" + m.key + ">") + " " + m3_value(w, *m.schema, path + "-" + m.key) + " " +
+                              gbnf_literal(kNs + "</" + m.key + ">");
+      seq += " (" + tag + ")" + (m.required ? "" : "?");
+    }
+    return seq.empty() ? "\"\"" : "(" + seq + " )";
+  }
+  if (type == "array") {
+    const json items = s.value("items", json::object());
+    const std::string item = "(" + gbnf_literal(kNs + "<item>") + " " + m3_value(w, items, path + "-item") + " " +
+                             gbnf_literal(kNs + "</item>") + ")";
+    const int64_t mn = s.value("minItems", int64_t(0)), mx = s.value("maxItems", int64_t(-1));
+    if (mn < 0 || mn > 1000 || mx > 1000 || (mx >= 0 && mx < mn))
+      throw SchemaError("maxItems", path + ": minItems / maxItems out of range (0..1000)");
+    return mx < 0 ? fmt::format("{}{{{},}}", item, mn) : fmt::format("{}{{{},{}}}", item, mn, mx);
+  }
+  throw SchemaError("type", fmt::format("{}: a parameter needs a 'type' (string, integer, number, boolean, null, object, array)", path));
+}
+
+}  // namespace
+
+std::string m2_tool_call_gbnf(const json& tools, const std::string& only) {
+  GbnfWriter w;
+  add_raw_string_rules(w);
+  Syntax syn{"<minimax:tool_call>\n", "</minimax:tool_call>",
+             [](GbnfWriter& w, const std::string& name, const json& params, int t) {
+               std::string body = gbnf_literal("<invoke name=\"" + name + "\">\n");
+               int n = 0;
+               for (const Member& m : members(params)) {
+                 const std::string p = w.rule(fmt::format("m2-t{}-p{}", t, ++n),
+                                              gbnf_literal("<parameter name=\"" + m.key + "\">") + " " +
+                                                  value_expr(w, *m.schema, fmt::format("t{}-{}", t, m.key)) + " " +
+                                                  gbnf_literal("</parameter>\n"));
+                 body += " " + p + (m.required ? "" : "?");
+               }
+               return body + " " + gbnf_literal("</invoke>\n");
+             }};
+  return tool_call_gbnf(w, syn, tools, only);
+}
+
+std::string m3_tool_call_gbnf(const json& tools, const std::string& only) {
+  GbnfWriter w;
+  // A raw M3 string: "]<" never occurs (so the namespace marker cannot), and it does not end in "]".
+  w.rule("m3-str", "([^\\]] | \"]\" [^<\\]])*");
+  Syntax syn{kNs + "<tool_call>\n", kNs + "</tool_call>",
+             [](GbnfWriter& w, const std::string& name, const json& params, int t) {
+               json obj = params;
+               if (!obj.is_object()) obj = json::object();
+               if (!obj.contains("type")) obj["type"] = "object";
+               return gbnf_literal(kNs + "<invoke name=\"" + name + "\">") + " " +
+                      m3_value(w, obj, fmt::format("t{}", t)) + " " + gbnf_literal(kNs + "</invoke>\n");
+             }};
+  return tool_call_gbnf(w, syn, tools, only);
 }
 
 }  // namespace mmx::grammar

@@ -21,4 +21,12 @@ namespace mmx::grammar {
 // subset, mmx::Error for a malformed tool.
 std::string m2_tool_call_gbnf(const nlohmann::ordered_json& tools, const std::string& only);
 
+// M3 namespaced tags (kM3; NS = ]<]minimax[>[, the M3 template's to_xml):
+//   NS<tool_call>\n NS<invoke name="f">NS<k>VALUE NS</k>... NS</invoke>\n ... NS</tool_call>
+// An object parameter is nested tags (its properties in order, required ones always), an array
+// NS<item>s, a string raw text in which "]<" never occurs and that does not end in "]", a number
+// or boolean its JSON text, a null nothing. $ref, anyOf/oneOf/allOf, type lists and string
+// lengths are refused (SchemaError).
+std::string m3_tool_call_gbnf(const nlohmann::ordered_json& tools, const std::string& only);
+
 }  // namespace mmx::grammar

@@ -19,6 +19,8 @@
 #include "grammar/gbnf.h"
 #include "grammar/json_schema.h"
 #include "grammar/token_masker.h"
+#include "grammar/tool_grammar.h"
+#include "chat/output_parser.h"
 #include "tokenizer/tokenizer.h"
 
 namespace mmx::grammar {
@@ -279,6 +281,48 @@ TEST(Grammar, UnsupportedSchemaKeywordsAreNamed) {
     } catch (const SchemaError& e) {
       EXPECT_EQ(e.keyword(), kw) << text << " -> " << e.what();
     }
+  }
+}
+
+// Sentences of the forced tool-call grammars, read back by the real output parser (chat/), give
+// calls whose arguments fit the tools' schemas.
+TEST(Grammar, ForcedToolCallsParseBackValid) {
+  const auto tools = nlohmann::ordered_json::parse(R"([
+    {"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{
+      "city":{"type":"string"},"days":{"type":"integer","minimum":1,"maximum":7},"units":{"type":"string","enum":["c","f"]},
+      "opts":{"type":"object","properties":{"hourly":{"type":"boolean"},"tags":{"type":"array","items":{"type":"string"},"maxItems":2}},"required":["hourly"]}},
+      "required":["city","days"]}}},
+    {"type":"function","function":{"name":"noop","parameters":{"type":"object","properties":{}}}}])");
+  const nlohmann::json tools_plain = nlohmann::json::parse(tools.dump());
+  for (const auto format : {chat::OutputFormat::kM2, chat::OutputFormat::kM3}) {
+    const bool m3 = format == chat::OutputFormat::kM3;
+    const Grammar g = parse_gbnf(m3 ? m3_tool_call_gbnf(tools, "") : m2_tool_call_gbnf(tools, ""));
+    std::mt19937 rng(m3 ? 31 : 30);
+    int calls = 0;
+    for (int i = 0; i < 300; ++i) {
+      const std::string s = derive(g, rng, g.root);
+      const chat::ParsedDelta d = chat::parse_full(format, s, tools_plain, /*starts_in_reasoning=*/false);
+      ASSERT_FALSE(d.tool_calls.empty()) << s;
+      ASSERT_TRUE(d.content.empty()) << "text outside the calls: " << d.content << " in " << s;
+      for (const chat::ToolCall& c : d.tool_calls) {
+        ++calls;
+        const auto a = nlohmann::json::parse(c.arguments_json);
+        ASSERT_TRUE(a.is_object()) << s;
+        if (c.name == "noop") {
+          ASSERT_TRUE(a.empty()) << s;
+          continue;
+        }
+        ASSERT_EQ(c.name, "get_weather");
+        ASSERT_TRUE(a.contains("city") && a["city"].is_string()) << c.arguments_json << "\n" << s;
+        ASSERT_TRUE(a["days"].is_number_integer() && a["days"] >= 1 && a["days"] <= 7) << c.arguments_json << "\n" << s;
+        if (a.contains("units")) ASSERT_TRUE(a["units"] == "c" || a["units"] == "f") << c.arguments_json;
+        if (a.contains("opts")) {
+          ASSERT_TRUE(a["opts"].is_object() && a["opts"]["hourly"].is_boolean()) << c.arguments_json << "\n" << s;
+          if (a["opts"].contains("tags")) ASSERT_TRUE(a["opts"]["tags"].is_array() && a["opts"]["tags"].size() <= 2) << c.arguments_json;
+        }
+      }
+    }
+    EXPECT_GT(calls, 300);
   }
 }
 

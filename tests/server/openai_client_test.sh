@@ -4,7 +4,7 @@
 # Starts the server on an ephemeral port (--port 0; the port is read from its log line), waits
 # for /health, runs SCRIPT (default openai_client_test.mjs; MMX_BASE_URL, MMX_API_KEY, MMX_NPM in
 # its environment), and stops the server. MODEL_DIR: serve that checkpoint instead of a fresh
-# random one. Exit 77 = SKIPPED (the npm package is not installed; tests/npm/reference.js says
+# random tiny M2; arch:ARCH: a fresh random tiny of that architecture. Exit 77 = SKIPPED (the npm package is not installed; tests/npm/reference.js says
 # when that may skip and when it fails).
 set -uo pipefail
 MMX=$1
@@ -31,8 +31,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-if [ -z "$MODEL" ]; then
-  "$MMX" make-tiny --arch minimax_m2 -o "$TMP/tiny" --dtype f32 --seed 3 >/dev/null 2>&1 || exit 1
+if [ -z "$MODEL" ] || [ "${MODEL#arch:}" != "$MODEL" ]; then  # "" or arch:ARCH: a fresh random tiny
+  ARCH=${MODEL#arch:}
+  "$MMX" make-tiny --arch "${ARCH:-minimax_m2}" -o "$TMP/tiny" --dtype f32 --seed 3 >/dev/null 2>&1 || exit 1
   MODEL="$TMP/tiny"
 fi
 "$MMX" serve -m "$MODEL" --host 127.0.0.1 --port 0 --api-key test-key --served-model-name tiny-m2 \

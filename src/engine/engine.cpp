@@ -153,7 +153,13 @@ void Engine::emit(Sequence& r, const GenEvent& e) {
 void Engine::sample(Sequence& r, const float* lg) {
   const int64_t V = model_.config().vocab_size;
   const int64_t n_sample = opts_.n_valid_vocab > 0 ? std::min(opts_.n_valid_vocab, V) : V;
-  const int32_t tok = r.sampler->sample(lg, n_sample);
+  int32_t tok;
+  try {
+    tok = r.sampler->sample(lg, n_sample);
+  } catch (const Error& err) {  // a constraint that cannot go on (its grammar grew past its limits)
+    finish(r, "error", err.what());
+    return;
+  }
   // logprobs: log-softmax of the raw logits over the valid vocabulary
   double mx = lg[0];
   for (int64_t i = 1; i < n_sample; ++i) mx = std::max(mx, double(lg[i]));
@@ -178,10 +184,11 @@ void Engine::sample(Sequence& r, const float* lg) {
   else if (r.n_generated >= r.in.max_tokens) finish(r, "length");
 }
 
-void Engine::finish(Sequence& r, const char* reason) {
+void Engine::finish(Sequence& r, const char* reason, const std::string& error) {
   GenEvent e;
-  e.kind = GenEvent::kDone;
+  e.kind = error.empty() ? GenEvent::kDone : GenEvent::kError;
   e.finish_reason = reason;
+  if (!error.empty()) e.refusal = GenEvent::kInvalid, e.error = error;
   e.n_prompt = int64_t(r.in.prompt.size());
   e.n_cached = std::max<int64_t>(r.n_cached, 0);
   e.n_generated = r.n_generated;

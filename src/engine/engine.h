@@ -83,7 +83,8 @@ class Engine final : public EngineApi {
   void run(const ScheduledBatch& batch);
   void sample(Sequence& s, const float* logits);
   void emit(Sequence& s, const GenEvent& e);
-  void finish(Sequence& s, const char* reason);
+  // Done with `reason`; with an `error`, a kError (kInvalid) event instead of kDone.
+  void finish(Sequence& s, const char* reason, const std::string& error = "");
   void publish_metrics(const ScheduledBatch& batch);
   void fail_all();
 

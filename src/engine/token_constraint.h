@@ -16,7 +16,8 @@ class TokenConstraint {
   // Sets logits[id] = -inf for every id of [0, n_vocab) that may not come next. `left`: tokens the
   // sequence may still generate, this one included (>= 1), so the constraint can steer a reply to
   // finish within max_tokens. `stop_ids` end the sequence: allowed only where the output may end.
-  // Leaves at least one id allowed.
+  // Leaves at least one id allowed. May throw mmx::Error when it cannot go on (a grammar that grew
+  // past its limits): the engine then ends the sequence with that error.
   virtual void restrict(float* logits, int64_t n_vocab, int64_t left, std::span<const int32_t> stop_ids) = 0;
   // The id that was drawn.
   virtual void accept(int32_t id) = 0;

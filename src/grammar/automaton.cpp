@@ -24,7 +24,9 @@ int32_t Automaton::node(uint32_t pos, int32_t parent) {
   const uint64_t key = uint64_t(pos) << 32 | uint32_t(parent);
   const auto it = node_ids_.find(key);
   if (it != node_ids_.end()) return it->second;
-  if (nodes_.size() >= size_t(std::numeric_limits<int32_t>::max()) / 2) fail("the grammar's stacks grew past any limit");
+  if (nodes_.size() >= kMaxNodes)
+    fail("the grammar's automaton grew past {} stack nodes (an ambiguous grammar whose stacks multiply); simplify the grammar",
+         kMaxNodes);
   const auto id = int32_t(nodes_.size());
   const uint64_t d = uint64_t(g_.min_rest[pos]) + nodes_[size_t(parent)].dist;
   nodes_.push_back({pos, parent, uint32_t(std::min<uint64_t>(d, UINT32_MAX / 2))});
@@ -55,6 +57,8 @@ void Automaton::expand(int32_t n, std::vector<int32_t>& out) {
     }
     std::sort(tops.begin(), tops.end());
     tops.erase(std::unique(tops.begin(), tops.end()), tops.end());
+    if (tops.size() > kMaxTops)
+      fail("the grammar is too ambiguous: {} stacks are alive at once (at most {}); simplify the grammar", tops.size(), kMaxTops);
   }
   expanded_[size_t(n)] = tops;
   out.insert(out.end(), tops.begin(), tops.end());
@@ -68,6 +72,11 @@ int32_t Automaton::state(std::vector<int32_t> tops) {
   std::memcpy(key.data(), tops.data(), key.size());
   const auto it = state_ids_.find(key);
   if (it != state_ids_.end()) return it->second;
+  if (tops.size() > kMaxTops)
+    fail("the grammar is too ambiguous: {} stacks are alive at once (at most {}); simplify the grammar", tops.size(), kMaxTops);
+  if (states_.size() >= kMaxStates)
+    fail("the grammar's automaton grew past {} states (a grammar whose stacks remember what was written); "
+         "simplify the grammar", kMaxStates);
   State s;
   s.next.fill(kUnknown);
   s.dist = UINT32_MAX;

@@ -26,6 +26,14 @@ namespace mmx::grammar {
 class Automaton {
  public:
   static constexpr int32_t kDead = -1;
+  // States kept at most (1 KiB each): past it, next() throws mmx::Error. A grammar whose stacks
+  // record what was written ("x ::= "a" x "a" | "b" x "b" | """) could otherwise grow one state
+  // per distinct prefix of the vocabulary's tokens.
+  static constexpr size_t kMaxStates = 65536;
+  // Stack nodes kept, and stacks alive in one state, at most (an ambiguous grammar multiplies
+  // them: "t ::= "(" e ")" | [^)]{1,3}" reads every "(" two ways). Past either: mmx::Error.
+  static constexpr size_t kMaxNodes = 1 << 20;
+  static constexpr size_t kMaxTops = 4096;
   explicit Automaton(Grammar g);
 
   int32_t start() const { return start_; }

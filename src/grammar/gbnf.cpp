@@ -169,7 +169,9 @@ class Parser {
     }
     if (c == '(') {
       ++i_;
+      if (++depth_ > kMaxNesting) err(fmt::format("groups nest deeper than {} levels", kMaxNesting));
       auto a = alts(base);
+      --depth_;
       skip();
       if (i_ >= t_.size() || t_[i_] != ')') err("expected ')'");
       ++i_;
@@ -233,6 +235,7 @@ class Parser {
   std::string_view t_;
   Builder& b_;
   size_t i_ = 0;
+  int depth_ = 0;
 };
 
 }  // namespace

@@ -1,7 +1,7 @@
 #include "grammar/grammar.h"
 
 #include <algorithm>
-#include <functional>
+#include <queue>
 
 #include "base/error.h"
 
@@ -87,6 +87,7 @@ uint32_t Builder::rule(std::string_view name) {
   const auto it = by_name_.find(std::string(name));
   if (it != by_name_.end()) return it->second;
   const auto id = uint32_t(names_.size());
+  if (id >= kMaxRules) fail("the grammar grows past {} rules (with those its repetitions and groups make)", kMaxRules);
   names_.emplace_back(name);
   by_name_.emplace(std::string(name), id);
   alts_.emplace_back();
@@ -106,6 +107,8 @@ uint32_t Builder::fresh(std::string_view base) {
 }
 
 void Builder::add_alt(uint32_t r, std::vector<Element> run) {
+  n_elements_ += run.size() + 1;
+  if (n_elements_ > kMaxElements) fail("the grammar grows past {} elements after expansion (repetition counts multiply)", kMaxElements);
   defined_[r] = true;
   alts_[r].push_back(std::move(run));
 }
@@ -172,6 +175,8 @@ Element Builder::char_class(std::vector<CharRange> ranges, bool negate) {
 Element Builder::repeat(const std::vector<Element>& x, int min, int max, std::string_view base) {
   if (min < 0 || (max >= 0 && max < min)) fail("repetition {{{},{}}} is empty", min, max);
   if (min > 10000 || max > 10000) fail("repetition counts above 10000 are not supported");
+  if (uint64_t(std::max(min, 1)) * (x.size() + 1) > kMaxElements)
+    fail("the grammar grows past {} elements after expansion (repetition counts multiply)", kMaxElements);
   std::vector<Element> tail;  // what follows the `min` mandatory copies
   if (max < 0) {
     const uint32_t star = fresh(base);
@@ -224,36 +229,83 @@ Grammar Builder::build(std::string_view root_name) const {
       for (const Element& e : alt)
         if (e.kind == Element::kRef && !reach[e.arg]) reach[e.arg] = true, todo.push_back(e.arg);
   }
-  // Fewest bytes per rule: a fixed point from "infinite".
+  // Limits: a grammar comes from a request, and every pass below is linear in its size.
+  size_t n_elems = 0;
+  for (size_t r = 0; r < n; ++r)
+    for (const auto& alt : alts_[r]) n_elems += alt.size() + 1;
+  if (n > kMaxRules) fail("the grammar has {} rules (with those its repetitions and groups make); at most {} are supported", n, kMaxRules);
+  if (n_elems > kMaxElements) fail("the grammar has {} elements after expansion; at most {} are supported", n_elems, kMaxElements);
+  // Fewest bytes per rule (Knuth's generalization of Dijkstra: an alternative's length is known
+  // once every rule it references is; the smallest known candidate of a rule is final).
   std::vector<uint32_t> len(n, kInf);
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (size_t r = 0; r < n; ++r) {
-      if (!reach[r]) continue;
-      for (const auto& alt : alts_[r]) {
-        uint64_t s = 0;
-        for (const Element& e : alt) s += e.kind == Element::kBytes ? 1 : len[e.arg];
-        if (s < len[r]) len[r] = uint32_t(s), changed = true;
+  std::vector<bool> final(n, false);
+  struct Alt {
+    uint32_t rule;
+    uint64_t sum = 0;
+    uint32_t missing = 0;  // references to rules not yet final
+  };
+  std::vector<Alt> alts;
+  std::vector<std::vector<uint32_t>> users(n);  // rule -> alternatives referencing it (once per occurrence)
+  using Cand = std::pair<uint64_t, uint32_t>;  // (length, rule)
+  std::priority_queue<Cand, std::vector<Cand>, std::greater<Cand>> pq;
+  for (size_t r = 0; r < n; ++r) {
+    if (!reach[r]) continue;
+    for (const auto& alt : alts_[r]) {
+      Alt a{uint32_t(r)};
+      for (const Element& e : alt) {
+        if (e.kind == Element::kBytes) ++a.sum;
+        else ++a.missing, users[e.arg].push_back(uint32_t(alts.size()));
       }
+      if (a.missing == 0) pq.push({a.sum, a.rule});
+      alts.push_back(a);
+    }
+  }
+  while (!pq.empty()) {
+    const auto [l, r] = pq.top();
+    pq.pop();
+    if (final[r]) continue;
+    final[r] = true;
+    len[r] = uint32_t(std::min<uint64_t>(l, kInf - 1));
+    for (uint32_t ai : users[r]) {
+      Alt& a = alts[ai];
+      a.sum += len[r];
+      if (--a.missing == 0 && !final[a.rule]) pq.push({a.sum, a.rule});
     }
   }
   for (size_t r = 0; r < n; ++r)
-    if (reach[r] && len[r] >= kInf) fail("rule '{}' can never finish: every alternative recurses without end", names_[r]);
-  // Left recursion: rule -> rules it can reach before consuming a byte.
+    if (reach[r] && !final[r]) fail("rule '{}' can never finish: every alternative recurses without end", names_[r]);
+  // Left recursion: rule -> rules it can reach before consuming a byte; a cycle is refused
+  // (depth-first, with an explicit stack: a request's grammar may chain thousands of rules).
   std::vector<int> mark(n, 0);  // 0 new, 1 on the path, 2 done
-  std::function<void(uint32_t)> visit = [&](uint32_t r) {
-    mark[r] = 1;
+  std::vector<std::vector<uint32_t>> first(n);  // the references an alternative reaches before a byte
+  for (size_t r = 0; r < n; ++r) {
+    if (!reach[r]) continue;
     for (const auto& alt : alts_[r])
       for (const Element& e : alt) {
         if (e.kind == Element::kBytes) break;
-        if (mark[e.arg] == 1) fail("rule '{}' is left-recursive (it can reach itself before reading a byte)", names_[e.arg]);
-        if (mark[e.arg] == 0) visit(e.arg);
+        first[r].push_back(e.arg);
         if (len[e.arg] > 0) break;
       }
-    mark[r] = 2;
-  };
-  for (size_t r = 0; r < n; ++r)
-    if (reach[r] && mark[r] == 0) visit(uint32_t(r));
+  }
+  for (size_t root = 0; root < n; ++root) {
+    if (!reach[root] || mark[root]) continue;
+    std::vector<std::pair<uint32_t, size_t>> stack{{uint32_t(root), 0}};  // (rule, next edge)
+    mark[root] = 1;
+    while (!stack.empty()) {
+      auto& [r, i] = stack.back();
+      if (i == first[r].size()) {
+        mark[r] = 2;
+        stack.pop_back();
+        continue;
+      }
+      const uint32_t to = first[r][i++];
+      if (mark[to] == 1) fail("rule '{}' is left-recursive (it can reach itself before reading a byte)", names_[to]);
+      if (mark[to] == 0) {
+        mark[to] = 1;
+        stack.push_back({to, 0});
+      }
+    }
+  }
   // Flatten.
   Grammar g;
   g.names = names_;

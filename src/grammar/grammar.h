@@ -14,7 +14,8 @@
 //
 // build() refuses (mmx::Error naming the rule) what the automaton cannot run: an undefined rule,
 // a rule with no finite derivation ("a ::= "x" a"), and left recursion (a rule reaching itself
-// before consuming a byte), so expanding a stack always terminates.
+// before consuming a byte), so expanding a stack always terminates; and grammars past kMaxRules /
+// kMaxElements (a grammar comes from a request: every pass over it is linear in its size).
 #pragma once
 
 #include <bitset>
@@ -27,6 +28,10 @@
 namespace mmx::grammar {
 
 using ByteSet = std::bitset<256>;
+
+inline constexpr size_t kMaxRules = 20000;        // rules, the auxiliary ones included
+inline constexpr size_t kMaxElements = 1000000;   // elements over all alternatives
+inline constexpr int kMaxNesting = 64;            // parenthesized groups inside each other (GBNF)
 
 struct Element {
   enum Kind : uint8_t { kBytes, kRef, kEnd };
@@ -82,6 +87,7 @@ class Builder {
   std::vector<bool> defined_;
   std::vector<ByteSet> classes_;
   int n_fresh_ = 0;
+  size_t n_elements_ = 0;
 };
 
 // The highest code point, and the UTF-8 encoding of one (cp <= 0x10FFFF, not a surrogate).

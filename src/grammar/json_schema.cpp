@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <climits>
+#include <cmath>
 #include <map>
 #include <optional>
 
@@ -33,8 +35,13 @@ std::string sanitize(const std::string& s) {
 
 int64_t get_int(const json& s, const char* kw, const std::string& path) {
   const json& v = s.at(kw);
-  if (v.is_number_integer() || v.is_number_unsigned()) return v.get<int64_t>();
-  if (v.is_number_float() && v.get<double>() == double(int64_t(v.get<double>()))) return int64_t(v.get<double>());
+  if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX)) refuse(kw, path, fmt::format("'{}' is out of range", kw));
+  if (v.is_number_integer()) return v.get<int64_t>();
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (!(std::fabs(d) < 9e18)) refuse(kw, path, fmt::format("'{}' is out of range", kw));
+    if (d == std::floor(d)) return int64_t(d);
+  }
   refuse(kw, path, fmt::format("'{}' must be an integer", kw));
 }
 

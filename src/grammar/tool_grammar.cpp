@@ -165,7 +165,14 @@ std::string m3_value(GbnfWriter& w, const json& s, const std::string& path) {
     const json items = s.value("items", json::object());
     const std::string item = "(" + gbnf_literal(kNs + "<item>") + " " + m3_value(w, items, path + "-item") + " " +
                              gbnf_literal(kNs + "</item>") + ")";
-    const int64_t mn = s.value("minItems", int64_t(0)), mx = s.value("maxItems", int64_t(-1));
+    auto count = [&](const char* kw, int64_t dflt) -> int64_t {
+      if (!s.contains(kw)) return dflt;
+      const json& v = s[kw];
+      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > 1000)
+        throw SchemaError(kw, fmt::format("{}: '{}' must be an integer in 0..1000", path, kw));
+      return v.get<int64_t>();
+    };
+    const int64_t mn = count("minItems", 0), mx = count("maxItems", -1);
     if (mn < 0 || mn > 1000 || mx > 1000 || (mx >= 0 && mx < mn))
       throw SchemaError("maxItems", path + ": minItems / maxItems out of range (0..1000)");
     return mx < 0 ? fmt::format("{}{{{},}}", item, mn) : fmt::format("{}{{{},{}}}", item, mn, mx);

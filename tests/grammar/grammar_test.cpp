@@ -147,6 +147,13 @@ TEST(Grammar, GbnfErrorsNameTheProblem) {
       {"top ::= \"a\"", "no rule 'root'"},
       {"root ::= \"a\" )", "found ')'"},
       {"root ::= \"a\"{99999}", "above 10000"},
+      {[] {
+         std::string g = "root ::=";
+         for (int i = 0; i < 101; ++i) g += " \"a\"{10000}";
+         return g;
+       }(),
+       "elements"},
+      {"root ::= " + std::string(70, '(') + "\"a\"" + std::string(70, ')'), "nest deeper"},
   };
   for (const auto& [text, want] : bad) {
     try {
@@ -156,6 +163,19 @@ TEST(Grammar, GbnfErrorsNameTheProblem) {
       EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << text << " -> " << e.what();
     }
   }
+}
+
+// An ambiguous grammar multiplies its stacks: refused with an error, never memory without bound.
+TEST(Grammar, AmbiguityHasALimit) {
+  // After k "(" the stacks remember which closer each level wants: 2^k of them.
+  Automaton a(parse_gbnf(R"g(root ::= "(" root ")" | "(" root "]" | "")g"));
+  EXPECT_THROW(
+      {
+        int32_t st = a.start();
+        for (int i = 0; i < 64 && st != Automaton::kDead; ++i) st = a.next(st, '(');
+      },
+      Error);
+  EXPECT_LE(a.n_nodes(), Automaton::kMaxNodes);
 }
 
 TEST(Grammar, CharClassesMatchTheirCodePoints) {

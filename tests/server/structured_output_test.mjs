@@ -214,6 +214,32 @@ await check("tool_choice required, streamed: the calls equal the whole reply's",
   assert.deepEqual(calls, whole.choices[0].message.tool_calls.map((t) => ({ name: t.function.name, arguments: t.function.arguments })));
 });
 
+// Without a constraint the output parser never loses text: what the model wrote (the logprob
+// tokens, joined) is the reasoning and the content, less the tags and the separators it drops.
+await check("unconstrained: reasoning + content hold every character the model wrote", async () => {
+  const squash = (t) => t.replace(/<\/?think>|<\/?mm:think>/g, "").replace(/\s+/g, "");
+  const bad = [];
+  let compared = 0;
+  await pool(30, 8, async (i) => {
+    const r = await client.chat.completions.create({
+      model: MODEL, messages, temperature: 1, seed: 5000 + i, max_tokens: 48, logprobs: true,
+    });
+    const c = r.choices[0];
+    if (c.message.tool_calls?.length) return;  // a block the random model happened to write: parsed, not text
+    // The bytes of every token, decoded as one text (invalid UTF-8 -> U+FFFD, as the server does).
+    // A "stop" reply ends with the end-of-sequence token, which is never text.
+    const written = c.finish_reason === "stop" ? c.logprobs.content.slice(0, -1) : c.logprobs.content;
+    const raw = Buffer.from(written.flatMap((t) => t.bytes)).toString("utf8");
+    compared++;
+    // Reasoning is usually first; a reasoning tag opened mid-reply (M3 without thinking_mode) puts it last.
+    const r1 = c.message.reasoning_content ?? "", c1 = c.message.content ?? "";
+    if (squash(raw) !== squash(r1 + c1) && squash(raw) !== squash(c1 + r1))
+      bad.push(`seed ${5000 + i}: wrote ${JSON.stringify(raw)}, got reasoning ${JSON.stringify(r1)}, content ${JSON.stringify(c1)}`);
+  });
+  assert.deepEqual(bad, []);
+  assert.ok(compared >= 10, `only ${compared} replies compared`);
+});
+
 // ---- refusals name the field ----
 async function expect400(body, param, fragment) {
   try {

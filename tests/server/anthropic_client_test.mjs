@@ -7,10 +7,8 @@
 // constrained decoder makes it write M2's tool-call syntax); a scripted M2 tool block is tested
 // over the fake engine (tests/server/anthropic_test.cpp).
 import assert from "node:assert/strict";
-import { createRequire } from "node:module";
-import path from "node:path";
+import { check, finish, require } from "./harness.mjs";
 
-const require = createRequire(path.resolve(process.env.MMX_NPM, "package.json"));
 const sdk = require("@anthropic-ai/sdk");
 const Anthropic = sdk.default ?? sdk.Anthropic ?? sdk;
 // The SDK appends /v1/messages itself.
@@ -21,16 +19,6 @@ const messages = [{ role: "user", content: "Hello! Who are you?" }];
 const tools = [{ name: "get_weather", description: "Weather for a city",
                  input_schema: { type: "object", properties: { city: { type: "string" } }, required: ["city"] } }];
 
-let failed = 0;
-async function check(name, fn) {
-  try {
-    await fn();
-    console.log(`ok   ${name}`);
-  } catch (e) {
-    failed++;
-    console.log(`FAIL ${name}: ${e?.stack ?? e}`);
-  }
-}
 // The SDK's error class for the status, with our message (it reads error.message of our body).
 async function expectError(cls, status, words, fn) {
   try {
@@ -189,4 +177,4 @@ await check("still serving after the errors", async () => {
   checkShape(await client.messages.create({ model: MODEL, max_tokens: 4, messages }));
 });
 
-process.exit(failed ? 1 : 0);
+finish();

@@ -7,25 +7,13 @@
 // whose arguments arrive in fragments (interleaved across two calls) are accumulated by index
 // and rendered. Writes a screenshot to $MMX_SCREENSHOT.
 import assert from "node:assert/strict";
-import { createRequire } from "node:module";
-import path from "node:path";
+import { check, finish, require } from "./harness.mjs";
 
-const require = createRequire(path.resolve(process.env.MMX_NPM, "package.json"));
 const puppeteer = require("puppeteer-core");
 const BASE = process.env.MMX_BASE;
 const KEY = process.env.MMX_API_KEY;
 const MODEL = "tiny-m2";
 
-let failed = 0;
-async function check(name, fn) {
-  try {
-    await fn();
-    console.log(`ok   ${name}`);
-  } catch (e) {
-    failed++;
-    console.log(`FAIL ${name}: ${e?.stack ?? e}`);
-  }
-}
 
 await check("GET /, /chat.js, /chat.css are served without the key; the API needs it", async () => {
   for (const [p, type] of [["/", "text/html"], ["/chat.js", "text/javascript"], ["/chat.css", "text/css"]]) {
@@ -275,5 +263,4 @@ await check("no errors on the page", async () => {
 
 if (process.env.MMX_SCREENSHOT) await page.screenshot({ path: process.env.MMX_SCREENSHOT });
 await browser.close();
-console.log(failed ? `${failed} check(s) failed` : "all checks passed");
-process.exit(failed ? 1 : 0);
+finish();

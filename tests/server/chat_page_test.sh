@@ -22,29 +22,15 @@ fi
 node "$HERE/../npm/reference.js" "$NPM" puppeteer-core "the chat page test" || exit $?
 
 TMP=$(mktemp -d)
-PID=""
-cleanup() {
-  if [ -n "$PID" ]; then kill "$PID" 2>/dev/null; wait "$PID" 2>/dev/null; fi
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
+. "$HERE/serve_lib.sh"
+trap 'serve_stop; rm -rf "$TMP"' EXIT
 
 "$MMX" make-tiny --arch minimax_m2 -o "$TMP/tiny" --dtype f32 --seed 5 >/dev/null 2>&1 || exit 1
-"$MMX" serve -m "$TMP/tiny" --host 127.0.0.1 --port 0 --api-key page-key --served-model-name tiny-m2 -t 1 \
-  2>"$TMP/serve.log" &
-PID=$!
-PORT=""
-for _ in $(seq 1 300); do  # up to 30 s for load + bind
-  PORT=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$TMP/serve.log" | head -1)
-  [ -n "$PORT" ] && break
-  if ! kill -0 "$PID" 2>/dev/null; then echo "mmx serve exited:"; cat "$TMP/serve.log"; exit 1; fi
-  sleep 0.1
-done
-if [ -z "$PORT" ]; then echo "mmx serve did not start:"; cat "$TMP/serve.log"; exit 1; fi
+serve_start "$MMX" "$TMP/serve.log" "$TMP/tiny" --api-key page-key --served-model-name tiny-m2 -t 1 || exit 1
 
-MMX_BASE="http://127.0.0.1:$PORT" MMX_API_KEY=page-key MMX_NPM="$NPM" MMX_CHROMIUM="$CHROMIUM" \
+MMX_BASE="http://127.0.0.1:$SERVE_PORT" MMX_API_KEY=page-key MMX_NPM="$NPM" MMX_CHROMIUM="$CHROMIUM" \
   MMX_SCREENSHOT="$BUILD/chat_page.png" HOME="$TMP" node "$HERE/chat_page_test.mjs"
 RC=$?
 if [ $RC -ne 0 ]; then echo "--- server log ---"; cat "$TMP/serve.log"; fi
-if ! kill -0 "$PID" 2>/dev/null; then echo "mmx serve died during the test"; cat "$TMP/serve.log"; exit 1; fi
+if ! serve_alive; then echo "mmx serve died during the test"; cat "$TMP/serve.log"; exit 1; fi
 exit $RC

@@ -14,12 +14,8 @@ MMX=$1
 HERE=$(cd "$(dirname "$0")" && pwd)
 SRC=$(cd "$HERE/../.." && pwd)
 TMP=$(mktemp -d)
-PID=""
-cleanup() {
-  if [ -n "$PID" ]; then kill "$PID" 2>/dev/null; wait "$PID" 2>/dev/null; fi
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
+. "$HERE/serve_lib.sh"
+trap 'serve_stop; rm -rf "$TMP"' EXIT
 fail() { echo "FAIL: $*"; [ -f "$TMP/serve.log" ] && { echo "--- server log ---"; cat "$TMP/serve.log"; }; exit 1; }
 
 check_family() {  # ARCH TEMPLATE_FILE SPECIAL_TOKEN...
@@ -44,17 +40,8 @@ PY
 
 serve_check() {  # DIR ARCH: mmx serve answers the chat route
   local dir=$1 arch=$2
-  PID=""
-  "$MMX" serve -m "$dir" --host 127.0.0.1 --port 0 -t 1 2>"$TMP/serve.log" &
-  PID=$!
-  local port=""
-  for _ in $(seq 1 300); do
-    port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$TMP/serve.log" | head -1)
-    [ -n "$port" ] && break
-    kill -0 "$PID" 2>/dev/null || fail "$arch: mmx serve exited"
-    sleep 0.1
-  done
-  [ -n "$port" ] || fail "$arch: mmx serve did not start"
+  serve_start "$MMX" "$TMP/serve.log" "$dir" -t 1 || fail "$arch: mmx serve did not start"
+  local port=$SERVE_PORT
   python3 - "$port" "$arch" <<'PY' || fail "$arch: chat completions"
 import json, sys, time, urllib.request, urllib.error
 port, arch = sys.argv[1], sys.argv[2]
@@ -97,9 +84,7 @@ for i, b in enumerate(bodies):
         print(json.dumps(out))
         sys.exit(1)
 PY
-  kill "$PID" 2>/dev/null
-  wait "$PID" 2>/dev/null
-  PID=""
+  serve_stop
 }
 
 check_family minimax_m3 minimax_m3.jinja ']~!b[' ']~b]' '[e~[' ']<]minimax[>[' '<mm:think>' '</mm:think>' ']<]image[>[' ']<]video[>['

@@ -4,25 +4,13 @@
 // stream == non-stream at temperature 0, usage adds up, logprobs cover every token, each error
 // status maps to the client's error class.
 import assert from "node:assert/strict";
-import { createRequire } from "node:module";
-import path from "node:path";
+import { check, finish, require } from "./harness.mjs";
 
-const require = createRequire(path.resolve(process.env.MMX_NPM, "package.json"));
 const OpenAI = require("openai").default ?? require("openai");
 const client = new OpenAI({ baseURL: process.env.MMX_BASE_URL, apiKey: process.env.MMX_API_KEY, maxRetries: 0 });
 const MODEL = "tiny-m2";
 const messages = [{ role: "user", content: "Hello! Who are you?" }];
 
-let failed = 0;
-async function check(name, fn) {
-  try {
-    await fn();
-    console.log(`ok   ${name}`);
-  } catch (e) {
-    failed++;
-    console.log(`FAIL ${name}: ${e?.stack ?? e}`);
-  }
-}
 async function expectError(cls, status, fn) {
   try {
     await fn();
@@ -151,5 +139,4 @@ await check("still healthy after the errors", async () => {
   assert.equal(r.choices.length, 1);
 });
 
-console.log(failed ? `${failed} check(s) failed` : "all checks passed");
-process.exit(failed ? 1 : 0);
+finish();

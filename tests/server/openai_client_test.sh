@@ -24,38 +24,20 @@ for PKG in openai ${MMX_NPM_NEEDS:-}; do
 done
 
 TMP=$(mktemp -d)
-PID=""
-cleanup() {
-  if [ -n "$PID" ]; then kill "$PID" 2>/dev/null; wait "$PID" 2>/dev/null; fi
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
+. "$HERE/serve_lib.sh"
+trap 'serve_stop; rm -rf "$TMP"' EXIT
 
 if [ -z "$MODEL" ] || [ "${MODEL#arch:}" != "$MODEL" ]; then  # "" or arch:ARCH: a fresh random tiny
   ARCH=${MODEL#arch:}
   "$MMX" make-tiny --arch "${ARCH:-minimax_m2}" -o "$TMP/tiny" --dtype f32 --seed 3 >/dev/null 2>&1 || exit 1
   MODEL="$TMP/tiny"
 fi
-"$MMX" serve -m "$MODEL" --host 127.0.0.1 --port 0 --api-key test-key --served-model-name tiny-m2 \
-  --drop-reasoning-over 0.3 -t 1 2>"$TMP/serve.log" &
-PID=$!
+serve_start "$MMX" "$TMP/serve.log" "$MODEL" --api-key test-key --served-model-name tiny-m2 \
+  --drop-reasoning-over 0.3 -t 1 || exit 1
 
-PORT=""
-for _ in $(seq 1 300); do  # up to 30 s for load + bind
-  PORT=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$TMP/serve.log" | head -1)
-  [ -n "$PORT" ] && break
-  if ! kill -0 "$PID" 2>/dev/null; then echo "mmx serve exited:"; cat "$TMP/serve.log"; exit 1; fi
-  sleep 0.1
-done
-if [ -z "$PORT" ]; then echo "mmx serve did not start:"; cat "$TMP/serve.log"; exit 1; fi
-for _ in $(seq 1 100); do
-  node -e "fetch('http://127.0.0.1:$PORT/health').then(r => process.exit(r.ok ? 0 : 1), () => process.exit(1))" && break
-  sleep 0.1
-done
-
-MMX_BASE_URL="http://127.0.0.1:$PORT/v1" MMX_API_KEY=test-key MMX_NPM="$NPM" node "$SCRIPT"
+MMX_BASE_URL="http://127.0.0.1:$SERVE_PORT/v1" MMX_API_KEY=test-key MMX_NPM="$NPM" node "$SCRIPT"
 RC=$?
 if [ $RC -ne 0 ]; then echo "--- server log ---"; cat "$TMP/serve.log"; fi
 # The server must still be alive after everything the client threw at it.
-if ! kill -0 "$PID" 2>/dev/null; then echo "mmx serve died during the test"; cat "$TMP/serve.log"; exit 1; fi
+if ! serve_alive; then echo "mmx serve died during the test"; cat "$TMP/serve.log"; exit 1; fi
 exit $RC

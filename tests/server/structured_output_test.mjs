@@ -4,10 +4,8 @@
 // validity must come from the constraint alone: ≥ 200 seeded requests, each one valid, each
 // ending as "stop" (or "tool_calls") within its max_tokens.
 import assert from "node:assert/strict";
-import { createRequire } from "node:module";
-import path from "node:path";
+import { check, finish, require } from "./harness.mjs";
 
-const require = createRequire(path.resolve(process.env.MMX_NPM, "package.json"));
 const OpenAI = require("openai").default ?? require("openai");
 const Ajv = require("ajv").default ?? require("ajv");
 const client = new OpenAI({ baseURL: process.env.MMX_BASE_URL, apiKey: process.env.MMX_API_KEY, maxRetries: 0 });
@@ -15,16 +13,6 @@ const ajv = new Ajv({ strict: false });
 const MODEL = "tiny-m2";
 const messages = [{ role: "user", content: "Plan a short trip. Answer in JSON." }];
 
-let failed = 0;
-async function check(name, fn) {
-  try {
-    await fn();
-    console.log(`ok   ${name}`);
-  } catch (e) {
-    failed++;
-    console.log(`FAIL ${name}: ${e?.stack ?? e}`);
-  }
-}
 
 // Runs fn(i) for i in [0, n) with `width` requests in flight (the engine batches them).
 async function pool(n, width, fn) {
@@ -289,5 +277,4 @@ await check("grammar (GBNF) on /v1/completions", async () => {
   assert.match(err.error.message, /missing/);
 });
 
-console.log(failed ? `${failed} check(s) FAILED` : "all structured-output checks passed");
-process.exit(failed ? 1 : 0);
+finish();

@@ -30,7 +30,7 @@ namespace mmx::grammar {
 using ByteSet = std::bitset<256>;
 
 inline constexpr size_t kMaxRules = 20000;        // rules, the auxiliary ones included
-inline constexpr size_t kMaxElements = 1000000;   // elements over all alternatives
+inline constexpr size_t kMaxElements = 200000;   // elements over all alternatives
 inline constexpr int kMaxNesting = 64;            // parenthesized groups inside each other (GBNF)
 
 struct Element {

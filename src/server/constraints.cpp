@@ -17,26 +17,32 @@ constexpr const char* kAfterReasoning = "mmx-after-reasoning";
 
 std::shared_ptr<grammar::TokenMasker> Constraints::masker(const std::string& gbnf, bool allow_special, const char* param) {
   const std::string key = std::string(allow_special ? "S" : "T") + gbnf;
-  std::lock_guard<std::mutex> l(mu_);
-  for (auto it = lru_.begin(); it != lru_.end(); ++it)
-    if (it->first == key) {
-      lru_.splice(lru_.begin(), lru_, it);
-      return it->second;
+  std::shared_ptr<const grammar::VocabTrie> trie;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    for (auto it = lru_.begin(); it != lru_.end(); ++it)
+      if (it->first == key) {
+        lru_.splice(lru_.begin(), lru_, it);
+        return it->second;
+      }
+    if (!trie_) {
+      try {
+        trie_ = std::make_shared<const grammar::VocabTrie>(*m_.tokenizer);
+      } catch (const Error& e) {
+        throw ApiError(400, std::string("structured output is not available for this model: ") + e.what(), param);
+      }
     }
-  if (!trie_) {
-    try {
-      trie_ = std::make_shared<const grammar::VocabTrie>(*m_.tokenizer);
-    } catch (const Error& e) {
-      throw ApiError(400, std::string("structured output is not available for this model: ") + e.what(), param);
-    }
+    trie = trie_;
   }
+  // Compiled outside the lock: one large grammar does not hold up the other requests.
   const bool wrapped = gbnf.find(std::string(kAfterReasoning) + " ::=") != std::string::npos;
   std::shared_ptr<grammar::TokenMasker> m;
   try {
-    m = std::make_shared<grammar::TokenMasker>(trie_, grammar::parse_gbnf(gbnf, wrapped ? kAfterReasoning : "root"), allow_special);
+    m = std::make_shared<grammar::TokenMasker>(trie, grammar::parse_gbnf(gbnf, wrapped ? kAfterReasoning : "root"), allow_special);
   } catch (const Error& e) {
     throw ApiError(400, std::string("'") + param + "': " + e.what(), param);
   }
+  std::lock_guard<std::mutex> l(mu_);
   lru_.emplace_front(key, m);
   if (lru_.size() > kKeptGrammars) lru_.pop_back();
   return m;

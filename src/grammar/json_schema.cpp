@@ -124,7 +124,7 @@ std::string GbnfWriter::text(const std::string& root_body) const {
 }
 
 std::string GbnfWriter::ws_rule() {
-  if (!names_.count("j-ws")) rule("j-ws", R"(| " " | "\n" [ ]{0,16})");
+  if (!names_.count("j-ws")) rule("j-ws", single_line_ ? R"(| " ")" : R"(| " " | "\n" [ ]{0,16})");
   return "j-ws";
 }
 

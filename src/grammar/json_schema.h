@@ -50,6 +50,9 @@ class GbnfWriter {
   std::string rule(const std::string& name, const std::string& body);
   // "root ::= root_body" and every rule collected.
   std::string text(const std::string& root_body) const;
+  // Whitespace between JSON tokens without newlines (a value that must stay on one line, as an
+  // M1 tool-call line). Set before the first rule is written.
+  void single_line() { single_line_ = true; }
 
  private:
   struct Ctx;
@@ -62,6 +65,7 @@ class GbnfWriter {
   std::vector<std::pair<std::string, std::string>> rules_;
   std::set<std::string> names_;
   int n_ = 0;
+  bool single_line_ = false;
 };
 
 // A whole grammar (root = the schema's values).

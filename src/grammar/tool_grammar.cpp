@@ -216,4 +216,16 @@ std::string m3_tool_call_gbnf(const json& tools, const std::string& only) {
   return tool_call_gbnf(w, syn, tools, only);
 }
 
+std::string m1_tool_call_gbnf(const json& tools, const std::string& only) {
+  GbnfWriter w;
+  w.single_line();  // the M1 parser reads one JSON object per line
+  Syntax syn{"<tool_calls>\n", "</tool_calls>",
+             [](GbnfWriter& w, const std::string& name, const json& params, int t) {
+               const std::string args = w.schema_rule(params.is_object() ? params : json::object(), fmt::format("m1-t{}", t));
+               return gbnf_literal("{\"name\": " + nlohmann::json(name).dump() + ", \"arguments\": ") + " " + args + " " +
+                      gbnf_literal("}\n");
+             }};
+  return tool_call_gbnf(w, syn, tools, only);
+}
+
 }  // namespace mmx::grammar

@@ -29,4 +29,10 @@ std::string m2_tool_call_gbnf(const nlohmann::ordered_json& tools, const std::st
 // lengths are refused (SchemaError).
 std::string m3_tool_call_gbnf(const nlohmann::ordered_json& tools, const std::string& only);
 
+// Text-01 / M1 JSON lines (kM1): <tool_calls>\n, one line per call
+//   {"name": "f", "arguments": ARGS}\n
+// with ARGS the JSON of the tool's parameter schema (the JSON Schema subset of json_schema.h,
+// whitespace kept to spaces so a call stays on its line), then </tool_calls>.
+std::string m1_tool_call_gbnf(const nlohmann::ordered_json& tools, const std::string& only);
+
 }  // namespace mmx::grammar

@@ -56,14 +56,12 @@ ConstraintFactory Constraints::make(const GenerationParams& p, const ojson& tool
   bool allow_special = false;
   try {
     if (tool_choice == "required" || tool_choice == "function") {
-      if (m_.format == chat::OutputFormat::kM1)
-        throw ApiError(400, "forcing a tool call ('tool_choice' \"" + tool_choice +
-                                "\") is implemented for the M2 and M3 tool-call formats; Text-01/M1's JSON lines are not forced yet",
-                       "tool_choice", "unsupported_value");
       param = "tool_choice";
       allow_special = true;  // the block markers are special tokens of the vocabulary
       const std::string only = tool_choice == "function" ? forced_tool : "";
-      gbnf = m_.format == chat::OutputFormat::kM3 ? grammar::m3_tool_call_gbnf(tools, only) : grammar::m2_tool_call_gbnf(tools, only);
+      gbnf = m_.format == chat::OutputFormat::kM3   ? grammar::m3_tool_call_gbnf(tools, only)
+             : m_.format == chat::OutputFormat::kM1 ? grammar::m1_tool_call_gbnf(tools, only)
+                                                    : grammar::m2_tool_call_gbnf(tools, only);
     } else if (p.structure == S::kJsonObject) {
       gbnf = grammar::json_object_gbnf();
     } else if (p.structure == S::kJsonSchema) {

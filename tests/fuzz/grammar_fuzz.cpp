@@ -1,7 +1,7 @@
 // libFuzzer target: constrained decoding's untrusted inputs. The first byte picks the reading:
 //   even: the rest is GBNF text (the request's `grammar` field);
 //   odd:  the rest is a JSON Schema (response_format.json_schema.schema) and, as a second reading,
-//         a tools array for the forced M2 and M3 tool-call grammars.
+//         a tools array for the forced M2, M3 and M1 tool-call grammars.
 // Each grammar that compiles is then run: the automaton steps over the input's bytes and a few
 // derived sentences' worth of states. Every outcome must be success or mmx::Error (SchemaError
 // included); any other exception, a crash, a sanitizer report, a hang (-timeout) or a blow-up past
@@ -51,7 +51,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           run(mmx::grammar::m2_tool_call_gbnf(j, ""), rest);
         } catch (const mmx::Error&) {
         }
-        run(mmx::grammar::m3_tool_call_gbnf(j, ""), rest);
+        try {
+          run(mmx::grammar::m3_tool_call_gbnf(j, ""), rest);
+        } catch (const mmx::Error&) {
+        }
+        run(mmx::grammar::m1_tool_call_gbnf(j, ""), rest);
       }
     }
   } catch (const mmx::Error&) {

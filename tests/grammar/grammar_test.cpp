@@ -314,10 +314,11 @@ TEST(Grammar, ForcedToolCallsParseBackValid) {
       "required":["city","days"]}}},
     {"type":"function","function":{"name":"noop","parameters":{"type":"object","properties":{}}}}])");
   const nlohmann::json tools_plain = nlohmann::json::parse(tools.dump());
-  for (const auto format : {chat::OutputFormat::kM2, chat::OutputFormat::kM3}) {
-    const bool m3 = format == chat::OutputFormat::kM3;
-    const Grammar g = parse_gbnf(m3 ? m3_tool_call_gbnf(tools, "") : m2_tool_call_gbnf(tools, ""));
-    std::mt19937 rng(m3 ? 31 : 30);
+  for (const auto format : {chat::OutputFormat::kM2, chat::OutputFormat::kM3, chat::OutputFormat::kM1}) {
+    const Grammar g = parse_gbnf(format == chat::OutputFormat::kM3   ? m3_tool_call_gbnf(tools, "")
+                                 : format == chat::OutputFormat::kM1 ? m1_tool_call_gbnf(tools, "")
+                                                                     : m2_tool_call_gbnf(tools, ""));
+    std::mt19937 rng(30 + int(format));
     int calls = 0;
     for (int i = 0; i < 300; ++i) {
       const std::string s = derive(g, rng, g.root);

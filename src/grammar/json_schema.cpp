@@ -330,12 +330,17 @@ std::string GbnfWriter::array(const json& s, Ctx& c, const std::string& path) {
   return fmt::format(R"("[" {} {} {}{} {} "]")", ws, item, more, reps, ws);
 }
 
-std::string GbnfWriter::string(const json& s, const std::string& path) {
-  string_rule();
+std::pair<int64_t, int64_t> string_length_bounds(const json& s, const std::string& path) {
   const int64_t mn = s.contains("minLength") ? get_int(s, "minLength", path) : 0;
   const int64_t mx = s.contains("maxLength") ? get_int(s, "maxLength", path) : -1;
   if (mn < 0 || (mx >= 0 && mx < mn)) refuse(mx >= 0 && mx < mn ? "maxLength" : "minLength", path, "no string length fits minLength / maxLength");
   if (mn > 10000 || mx > 10000) refuse(mn > 10000 ? "minLength" : "maxLength", path, "string lengths above 10000 are not supported");
+  return {mn, mx};
+}
+
+std::string GbnfWriter::string(const json& s, const std::string& path) {
+  string_rule();
+  const auto [mn, mx] = string_length_bounds(s, path);
   if (mn == 0 && mx < 0) return "j-string";
   return mx < 0 ? fmt::format(R"("\"" j-char{{{},}} "\"")", mn) : fmt::format(R"("\"" j-char{{{},{}}} "\"")", mn, mx);
 }

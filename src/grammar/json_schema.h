@@ -46,6 +46,8 @@ class GbnfWriter {
   std::string object_rule();
   std::string string_rule();
   std::string ws_rule();
+  // A rule name not taken yet, made from `base` (characters other than [A-Za-z0-9-] become '-').
+  std::string fresh(const std::string& base);
   // Adds `name ::= body` (the name must be new); returns the name.
   std::string rule(const std::string& name, const std::string& body);
   // "root ::= root_body" and every rule collected.
@@ -61,12 +63,15 @@ class GbnfWriter {
   std::string array(const nlohmann::ordered_json& s, Ctx& c, const std::string& path);
   std::string string(const nlohmann::ordered_json& s, const std::string& path);
   std::string integer(const nlohmann::ordered_json& s, const std::string& path);
-  std::string fresh(const std::string& base);
   std::vector<std::pair<std::string, std::string>> rules_;
   std::set<std::string> names_;
   int n_ = 0;
   bool single_line_ = false;
 };
+
+// {minLength, maxLength} of a string schema (maxLength -1: none), refused (SchemaError) as the
+// JSON writer refuses them: negative, crossed, or above 10000.
+std::pair<int64_t, int64_t> string_length_bounds(const nlohmann::ordered_json& s, const std::string& path);
 
 // A whole grammar (root = the schema's values).
 std::string json_schema_to_gbnf(const nlohmann::json& schema);

@@ -347,6 +347,120 @@ TEST(Grammar, ForcedToolCallsParseBackValid) {
   }
 }
 
+// An independent check of a JSON value against the keywords the next test uses: type (one or a
+// list), properties, required, enum, const, items, minItems / maxItems, minLength / maxLength (code
+// points), minimum / maximum, anyOf / oneOf (exactly one). Returns why v fails, or "".
+std::string violation(const nlohmann::json& v, const nlohmann::json& s) {
+  auto type_ok = [&](const std::string& t) {
+    return t == "string" ? v.is_string() : t == "integer" ? v.is_number_integer() : t == "number" ? v.is_number()
+         : t == "boolean" ? v.is_boolean() : t == "null" ? v.is_null() : t == "object" ? v.is_object() : t == "array" ? v.is_array() : false;
+  };
+  if (s.contains("type")) {
+    bool ok = false;
+    for (const auto& t : s["type"].is_array() ? s["type"] : nlohmann::json::array({s["type"]})) ok = ok || type_ok(t.get<std::string>());
+    if (!ok) return "type " + s["type"].dump();
+  }
+  if (s.contains("const") && v != s["const"]) return "const";
+  if (s.contains("enum") && std::find(s["enum"].begin(), s["enum"].end(), v) == s["enum"].end()) return "enum";
+  for (const char* kw : {"anyOf", "oneOf"})
+    if (s.contains(kw)) {
+      int n = 0;
+      for (const auto& b : s[kw]) n += violation(v, b).empty();
+      if (n == 0 || (std::string(kw) == "oneOf" && n > 1)) return kw;
+    }
+  if (v.is_string()) {
+    int64_t cps = 0;
+    for (unsigned char c : v.get<std::string>()) cps += (c & 0xC0) != 0x80;
+    if (s.contains("minLength") && cps < s["minLength"].get<int64_t>()) return "minLength";
+    if (s.contains("maxLength") && cps > s["maxLength"].get<int64_t>()) return "maxLength";
+  }
+  if (v.is_number_integer()) {
+    if (s.contains("minimum") && v.get<int64_t>() < s["minimum"].get<int64_t>()) return "minimum";
+    if (s.contains("maximum") && v.get<int64_t>() > s["maximum"].get<int64_t>()) return "maximum";
+  }
+  if (v.is_object()) {
+    for (const auto& r : s.value("required", nlohmann::json::array()))
+      if (!v.contains(r.get<std::string>())) return "required " + r.get<std::string>();
+    for (const auto& [k, sub] : s.value("properties", nlohmann::json::object()).items())
+      if (v.contains(k))
+        if (std::string why = violation(v[k], sub); !why.empty()) return k + ": " + why;
+  }
+  if (v.is_array()) {
+    if (s.contains("minItems") && int64_t(v.size()) < s["minItems"].get<int64_t>()) return "minItems";
+    if (s.contains("maxItems") && int64_t(v.size()) > s["maxItems"].get<int64_t>()) return "maxItems";
+    if (s.contains("items"))
+      for (const auto& x : v)
+        if (std::string why = violation(x, s["items"]); !why.empty()) return "item: " + why;
+  }
+  return "";
+}
+
+// String lengths, string consts and X-or-null unions in forced calls, every format: derived
+// calls parse back valid, and short strings next to the null words (the M2 parser reads
+// "null" / "None" / "nil" as null) still come back as strings.
+TEST(Grammar, ForcedToolCallsHonourLengthsAndOptionals) {
+  const auto tools = nlohmann::ordered_json::parse(R"([
+    {"type":"function","function":{"name":"book","parameters":{"type":"object","properties":{
+      "code":{"type":"string","minLength":2,"maxLength":5},
+      "word":{"type":"string","minLength":3,"maxLength":4},
+      "long":{"type":"string","minLength":6},
+      "kind":{"const":"fixed"},
+      "note":{"anyOf":[{"type":"string","maxLength":3},{"type":"null"}]},
+      "count":{"type":["integer","null"],"minimum":0,"maximum":9},
+      "tags":{"type":"array","items":{"type":"string","minLength":1,"maxLength":2},"minItems":1,"maxItems":3}},
+      "required":["code","word","long","kind","note","count","tags"]}}}])");
+  const nlohmann::json tools_plain = nlohmann::json::parse(tools.dump());
+  const nlohmann::json& params = tools_plain[0]["function"]["parameters"];
+  for (const auto format : {chat::OutputFormat::kM2, chat::OutputFormat::kM3, chat::OutputFormat::kM1}) {
+    const Grammar g = parse_gbnf(format == chat::OutputFormat::kM3   ? m3_tool_call_gbnf(tools, "book")
+                                 : format == chat::OutputFormat::kM1 ? m1_tool_call_gbnf(tools, "book")
+                                                                     : m2_tool_call_gbnf(tools, "book"));
+    std::mt19937 rng(40 + int(format));
+    std::set<std::string> nulls_seen;
+    for (int i = 0; i < 400; ++i) {
+      const std::string s = derive(g, rng, g.root);
+      const chat::ParsedDelta d = chat::parse_full(format, s, tools_plain, /*starts_in_reasoning=*/false);
+      ASSERT_EQ(d.tool_calls.size(), 1u) << s;
+      const auto a = nlohmann::json::parse(d.tool_calls[0].arguments_json);
+      ASSERT_EQ(violation(a, params), "") << d.tool_calls[0].arguments_json << "\n" << s;
+      nulls_seen.insert(a["note"].is_null() ? "note" : "");
+      nulls_seen.insert(a["count"].is_null() ? "count" : "");
+    }
+    EXPECT_TRUE(nulls_seen.count("note") && nulls_seen.count("count")) << "both optional values come out null sometimes";
+  }
+  // The null words themselves never come out of a length-bounded M2 string, though their lengths fit.
+  const Grammar g = parse_gbnf(m2_tool_call_gbnf(tools, "book"));
+  Automaton a(g);
+  const std::vector<std::pair<std::string, bool>> words = {  // the "word" value (3..4 code points), accepted
+      {"nil", false}, {"NULL", false}, {"None", false}, {"nul", true}, {"nils", true}, {"Nonet", false}, {"n l", true}, {" ab", false}};
+  for (const auto& [word, accepted] : words) {
+    const std::string call = "<minimax:tool_call>\n<invoke name=\"book\">\n<parameter name=\"code\">ab</parameter>\n"
+                             "<parameter name=\"word\">" + word + "</parameter>\n";
+    EXPECT_EQ(a.walk(a.start(), call) != Automaton::kDead, accepted) << word;
+  }
+  // What cannot be typed back is refused, naming the keyword.
+  const std::vector<std::tuple<std::string, std::string, bool>> bad = {  // schema, keyword, m3 (else m2)
+      {R"({"anyOf":[{"type":"string"},{"type":"integer"}]})", "anyOf", false},
+      {R"({"type":["string","integer"]})", "type", false},
+      {R"({"anyOf":[{"type":"integer"},{"type":"boolean"}]})", "anyOf", true},
+      {R"({"$ref":"#/$defs/x"})", "$ref", true},
+      {R"({"allOf":[{"type":"string"}]})", "allOf", true},
+      {R"({"type":"string","minLength":3,"maxLength":2})", "maxLength", false},
+      {R"({"type":"string","maxLength":20000})", "maxLength", true},
+      {R"({"const":"None"})", "const", false},
+  };
+  for (const auto& [schema, kw, m3] : bad) {
+    auto t = nlohmann::ordered_json::parse(R"([{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"x":0}}}}])");
+    t[0]["function"]["parameters"]["properties"]["x"] = nlohmann::ordered_json::parse(schema);
+    try {
+      m3 ? m3_tool_call_gbnf(t, "") : m2_tool_call_gbnf(t, "");
+      ADD_FAILURE() << "accepted: " << schema;
+    } catch (const SchemaError& e) {
+      EXPECT_EQ(e.keyword(), kw) << schema << " -> " << e.what();
+    }
+  }
+}
+
 // ---- tokens ----
 
 struct Vocab {

@@ -2,21 +2,6 @@
 
 namespace mmx::server {
 
-json anthropic_error_json(const ApiError& e) {
-  std::string type;
-  switch (e.status) {
-    case 400: type = "invalid_request_error"; break;
-    case 401: type = "authentication_error"; break;
-    case 403: type = "permission_error"; break;
-    case 404: type = "not_found_error"; break;
-    case 413: type = "request_too_large"; break;
-    case 429: type = "rate_limit_error"; break;
-    case 529: type = "overloaded_error"; break;
-    default: type = e.status >= 500 ? "api_error" : "invalid_request_error";
-  }
-  return {{"type", "error"}, {"error", {{"type", type}, {"message", e.what()}}}};
-}
-
 std::string anthropic_sse(const std::string& event, const json& data) {
   // Never throws inside a stream: invalid UTF-8 (which cannot reach here) would be replaced.
   return "event: " + event + "\ndata: " + data.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";

@@ -6,7 +6,8 @@
 //   stream   message_start, then per block content_block_start / content_block_delta
 //            (thinking_delta, text_delta, input_json_delta) / content_block_stop,
 //            message_delta {stop_reason, stop_sequence, usage}, message_stop; ping as keep-alive
-//   error    {"type": "error", "error": {"type": "invalid_request_error" | ..., "message"}}
+//   error    {"type": "error", "error": {"type": "invalid_request_error" | ..., "message"}}: written by
+//            error_json (api_error.h), the one place that picks an error's shape
 #pragma once
 
 #include <cstdint>
@@ -20,10 +21,6 @@
 namespace mmx::server {
 
 using json = nlohmann::ordered_json;
-
-// "invalid_request_error" (400), "authentication_error" (401), "permission_error" (403),
-// "not_found_error" (404), "request_too_large" (413), "rate_limit_error" (429), "api_error" (500).
-json anthropic_error_json(const ApiError& e);
 
 // "event: NAME\ndata: {json}\n\n".
 std::string anthropic_sse(const std::string& event, const json& data);

@@ -25,7 +25,7 @@ void send_anthropic(httplib::Response& res, int status, const json& j) {
 }
 
 void send_anthropic_error(httplib::Response& res, const ApiError& e) {
-  send_anthropic(res, e.status, anthropic_error_json(e));
+  send_anthropic(res, e.status, error_json(e, ErrorShape::kAnthropic));
 }
 
 // One message being generated: what the stream has sent, and what the whole response needs.
@@ -67,11 +67,11 @@ struct MessageJob {
     } catch (const ApiError& e) {
       gen->cancel_all();  // an engine error mid-stream: reported in-band, and the stream ends
       finished = true;
-      return anthropic_sse("error", anthropic_error_json(e));
+      return anthropic_sse("error", error_json(e, ErrorShape::kAnthropic));
     } catch (const std::exception&) {
       gen->cancel_all();
       finished = true;
-      return anthropic_sse("error", anthropic_error_json(ApiError(500, "internal error while generating")));
+      return anthropic_sse("error", error_json(ApiError(500, "internal error while generating"), ErrorShape::kAnthropic));
     }
   }
 };

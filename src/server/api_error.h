@@ -1,12 +1,17 @@
-// ApiError: a request failure the client should see, in the OpenAI error shape
-//   {"error": {"message": ..., "type": ..., "param": ..., "code": ...}}
-// with its HTTP status. Thrown by parsing/validation and caught in the route handlers; any other
-// exception becomes a 500 whose message leaks no internals.
+// ApiError: a request failure the client should see, with its HTTP status. Thrown by
+// parsing/validation and caught in the route handlers; any other exception becomes a 500 whose
+// message leaks no internals. Its body has the shape of the API the request was for, decided in
+// one place (error_shape_for, by path; error_json writes it):
+//   OpenAI     {"error": {"message": ..., "type": ..., "param": ..., "code": ...}}
+//   Anthropic  {"type": "error", "error": {"type": "not_found_error" | ..., "message": ...}}
+//              (/v1/messages and every path under it, whoever refuses the request: the front's
+//              401/408/413/431, httplib's 404/405, a body that cannot be read, the route itself)
 #pragma once
 
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace mmx::server {
 
@@ -38,6 +43,19 @@ struct ApiError : std::runtime_error {
     }
   }
 };
+
+enum class ErrorShape { kOpenAI, kAnthropic };
+
+// The shape for a request target ("/v1/messages?beta=true"): Anthropic's for /v1/messages and
+// any path under it, OpenAI's for everything else (and for "" when the path is not known yet).
+ErrorShape error_shape_for(std::string_view target);
+
+// Anthropic's error type for an HTTP status ("authentication_error" for 401, ...).
+const char* anthropic_error_type(int status);
+
+// The error body in `shape`; error_body is its text (invalid UTF-8 replaced, never throws).
+nlohmann::ordered_json error_json(const ApiError& e, ErrorShape shape);
+std::string error_body(const ApiError& e, ErrorShape shape);
 
 // Shorthand for the common case: a 400 naming the field.
 [[noreturn]] inline void bad_request(const std::string& message, const std::string& param = "") {

@@ -96,8 +96,17 @@ size_t drop_header(std::string& req, size_t end, const std::string& name) {
   return end;
 }
 
-std::string reply(const ApiError& e, const char* reason) {
-  const std::string body = e.to_json().dump();
+// The path of the request line at the front of `req` ("" while that line is incomplete).
+std::string request_path(const std::string& req) {
+  const size_t eol = req.find("\r\n"), sp = req.find(' ');
+  if (eol == std::string::npos || sp == std::string::npos || sp > eol) return "";
+  const size_t end = std::min(req.find(' ', sp + 1), eol);
+  return req.substr(sp + 1, end - sp - 1);
+}
+
+// Our own answer to the request in `req` (complete or not), in its API's error shape.
+std::string reply(const ApiError& e, const char* reason, const std::string& req) {
+  const std::string body = error_body(e, error_shape_for(request_path(req)));
   return "HTTP/1.1 " + std::to_string(e.status) + " " + reason + "\r\nContent-Type: application/json\r\n"
          "Connection: close\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
 }
@@ -235,7 +244,7 @@ void Front::loop() {
   const auto answer = [&](const std::shared_ptr<Conn>& c, int status, const char* reason, const std::string& msg,
                           const char* code = "") {
     c->stage = Stage::kReply;
-    c->out = reply(ApiError(status, msg, "", code), reason);  // (replaces a pending 100 Continue)
+    c->out = reply(ApiError(status, msg, "", code), reason, c->req);  // (replaces a pending 100 Continue)
     c->out_off = 0;
     watch(c->cfd, EPOLLOUT, false);
   };
@@ -322,7 +331,7 @@ void Front::loop() {
                       sp == std::string::npos ? "" : c->req.substr(sp + 1, sp2 - sp - 1), auth, x_api_key);
       } catch (const ApiError& e) {
         c->stage = Stage::kReply;
-        c->out = reply(e, "Unauthorized");
+        c->out = reply(e, "Unauthorized", c->req);
         return watch(c->cfd, EPOLLOUT, false);
       }
       c->stage = Stage::kBody;
@@ -388,8 +397,9 @@ void Front::loop() {
           const ssize_t r = recv(fd, buf, sizeof buf, 0);
           if (r > 0 && c->stage != Stage::kRelay) {
             if (buffered + size_t(r) > opts_.max_buffered_bytes) {
-              release(*c);
+              c->req.append(buf, size_t(r));  // uncounted: only its request line is read (the shape), then dropped
               answer(c, 503, "Service Unavailable", "The server is holding too many request bytes; retry later");
+              release(*c);
               continue;
             }
             c->req.append(buf, size_t(r));

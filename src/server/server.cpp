@@ -72,7 +72,12 @@ void send_json(httplib::Response& res, int status, const json& j) {
   res.set_content(j.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
 }
 
-void send_error(httplib::Response& res, const ApiError& e) { send_json(res, e.status, e.to_json()); }
+// An error in the shape of the API its request was for (api_error.h): OpenAI's from the OpenAI
+// routes' own handlers, error_shape_for(req.path) from everything that serves any path.
+void send_error(httplib::Response& res, const ApiError& e, ErrorShape shape = ErrorShape::kOpenAI) {
+  res.status = e.status;
+  res.set_content(error_body(e, shape), "application/json");
+}
 
 UsageInfo finish_usage(Job& job) {
   UsageInfo u = job.usage;
@@ -320,18 +325,19 @@ void Server::routes() {
       if (const char* allow = route_method(req.path); allow && req.method != allow) {
         st = 405;
         res.set_header("Allow", allow);
-        send_json(res, st, ApiError(st, req.method + " " + req.path + " is not allowed: use " + allow).to_json());
+        send_error(res, ApiError(st, req.method + " " + req.path + " is not allowed: use " + allow),
+                   error_shape_for(req.path));
         return httplib::Server::HandlerResponse::Handled;
       }
     }
     const std::string msg = st == 404   ? "Unknown route: " + req.method + " " + req.path
                             : st == 413 ? std::string("The request body is too large")
                                         : "HTTP error " + std::to_string(st);
-    send_json(res, st, ApiError(st, msg).to_json());
+    send_error(res, ApiError(st, msg), error_shape_for(req.path));
     return httplib::Server::HandlerResponse::Handled;
   }));
-  s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
-    send_error(res, ApiError(500, "internal server error"));
+  s.set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr) {
+    send_error(res, ApiError(500, "internal server error"), error_shape_for(req.path));
   });
   s.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
     metrics_.count_request(endpoint_label(req.path), res.status);
@@ -361,8 +367,8 @@ void Server::routes() {
   // The body of a refused request stays unread (and its connection closes: one request per
   // connection, above).
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    auto refuse = [&res](const ApiError& e) {
-      send_error(res, e);
+    auto refuse = [&req, &res](const ApiError& e) {
+      send_error(res, e, error_shape_for(req.path));
       return httplib::Server::HandlerResponse::Handled;
     };
     size_t header_bytes = 0;
@@ -406,10 +412,12 @@ void Server::routes() {
                       std::strtoull(req.get_header_value("Content-Length").c_str(), nullptr, 10) > opts_.max_body_bytes);
       if (!complete && !over)
         return send_error(res, ApiError(400, "The request body could not be read (truncated, or a malformed "
-                                             "chunked or Content-Encoding framing)"));
+                                             "chunked or Content-Encoding framing)"),
+                          error_shape_for(req.path));
       if (over) {
         send_error(res, ApiError(413, fmt::format("The request body is too large (over {} bytes decoded)",
-                                                  opts_.max_body_bytes)));
+                                                  opts_.max_body_bytes)),
+                   error_shape_for(req.path));
         return;  // the rest of it stays unread; the connection closes
       }
       (this->*handle)(body, res);

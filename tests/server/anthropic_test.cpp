@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "server/api_error.h"
 #include "server/request_fields.h"
 #include "server_fixture.h"
 
@@ -77,7 +78,7 @@ void expect_anthropic_error(const httplib::Result& r, int status, const std::str
   ASSERT_TRUE(j.is_object()) << what << ": " << r->body;
   EXPECT_EQ(j["type"], "error") << what;
   ASSERT_TRUE(j["error"].is_object()) << what;
-  EXPECT_EQ(j["error"]["type"], status == 400 ? "invalid_request_error" : "not_found_error") << what;
+  EXPECT_EQ(j["error"]["type"], anthropic_error_type(status)) << what;
   EXPECT_FALSE(j["error"]["message"].get<std::string>().empty()) << what;
 }
 
@@ -313,7 +314,7 @@ TEST_F(AnthropicTest, CountTokensIsThePromptLength) {
 TEST_F(AnthropicTest, XApiKeyOrBearer) {
   opts.api_key = "k";
   start();
-  expect_error(post("/v1/messages", msg_body().dump()), 401, "no key");
+  expect_anthropic_error(post("/v1/messages", msg_body().dump()), 401, "no key");  // (anthropic_errors_test: all statuses)
   EXPECT_EQ(post("/v1/messages", msg_body().dump(), {{"x-api-key", "k"}})->status, 200);
   EXPECT_EQ(post("/v1/messages", msg_body().dump(), {{"Authorization", "Bearer k"}})->status, 200);
   EXPECT_EQ(post("/v1/messages", msg_body().dump(), {{"x-api-key", "wrong"}})->status, 401);

@@ -2,68 +2,20 @@
 // and a client that misbehaves — deep nesting, template built-ins, framing a proxy would read
 // differently, bodies and headers past the limits by chunking or compression. Every test ends
 // with the fixture's health check.
-#include <poll.h>
-#include <zlib.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <thread>
 
+#include "raw_http.h"
 #include "server_fixture.h"
 
 namespace mmx::server {
 namespace {
 
-// Sends `bytes` (stopping early if the server closes), then reads until the server closes or
-// `timeout_ms` passes. Returns what came back ("" for nothing).
-std::string raw_exchange(int port, const std::string& bytes, int timeout_ms = 5000) {
-  const int fd = connect_loopback(port);
-  if (fd < 0) return "";
-  timeval tv{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  std::string out;
-  char buf[4096];
-  for (size_t off = 0; off < bytes.size();) {
-    pollfd p{fd, POLLIN, 0};
-    if (poll(&p, 1, 0) > 0) break;  // the server answered (or closed) before taking everything
-    const ssize_t n = send(fd, bytes.data() + off, std::min<size_t>(bytes.size() - off, 8192), MSG_NOSIGNAL);
-    if (n <= 0) break;
-    off += size_t(n);
-  }
-  const auto t0 = std::chrono::steady_clock::now();
-  while (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(timeout_ms)) {
-    pollfd p{fd, POLLIN, 0};
-    if (poll(&p, 1, 100) <= 0) continue;
-    const ssize_t n = recv(fd, buf, sizeof buf, 0);
-    if (n <= 0) break;
-    out.append(buf, size_t(n));
-  }
-  close(fd);
-  return out;
-}
-
-int status_of(const std::string& reply) {
-  return reply.rfind("HTTP/1.1 ", 0) == 0 ? std::atoi(reply.c_str() + 9) : -1;
-}
-
 std::string post_head(size_t content_length, const std::string& extra = "") {
   return "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" + extra +
          "Content-Length: " + std::to_string(content_length) + "\r\n\r\n";
-}
-
-std::string gzip(const std::string& in) {
-  z_stream z{};
-  EXPECT_EQ(deflateInit2(&z, 9, Z_DEFLATED, 15 + 16, 9, Z_DEFAULT_STRATEGY), Z_OK);  // +16: gzip wrapper
-  std::string out(deflateBound(&z, uLong(in.size())), '\0');
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
-  z.avail_in = uInt(in.size());
-  z.next_out = reinterpret_cast<Bytef*>(out.data());
-  z.avail_out = uInt(out.size());
-  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
-  out.resize(z.total_out);
-  deflateEnd(&z);
-  return out;
 }
 
 class HostileTest : public ServerTest {};

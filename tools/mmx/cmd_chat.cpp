@@ -20,12 +20,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <optional>
-#include <random>
 #include <string>
 
 #include "base/error.h"
 #include "chat_model.h"
 #include "common.h"
+#include "sampling_flags.h"
 #include "engine/generate.h"
 #include "engine/generation_config.h"
 #include "ops/ops.h"
@@ -46,9 +46,7 @@ struct Opts {
   std::string model, system, reasoning_format = "auto", chat_template;
   int n = 1024, threads = 0;
   LoadOptions load;
-  std::optional<float> temperature, top_p, min_p;
-  std::optional<int> top_k;
-  std::optional<uint64_t> seed;
+  SamplingFlags sampling;  // what is not given comes from the checkpoint's generation_config.json
   bool show_prompt = false;
 };
 
@@ -243,11 +241,7 @@ void run_chat(const Opts& o) {
   describe_model(*model, o.model, o.reasoning_format, sm);
 
   SamplingParams sp = sm.sampling;
-  if (o.temperature) sp.temperature = *o.temperature;
-  if (o.top_k) sp.top_k = *o.top_k;
-  if (o.top_p) sp.top_p = *o.top_p;
-  if (o.min_p) sp.min_p = *o.min_p;
-  sp.seed = o.seed ? *o.seed : std::random_device{}();
+  o.sampling.apply(sp);
 
   // No SA_RESTART: Ctrl-C interrupts a blocked read of the prompt line.
   struct sigaction sa {};
@@ -309,13 +303,10 @@ void add_chat(CLI::App& app, Action& action) {
                 "Output parser: auto (by model family), minimax_m2, minimax_m2_append_think, minimax_m3, minimax")
       ->capture_default_str();
   c->add_option("-n,--n-predict", o->n, "Most tokens per reply")->capture_default_str()->check(CLI::PositiveNumber);
-  c->add_option("--temp", o->temperature,
-                "Sampling temperature (0 = greedy); this and the next three default to the checkpoint's "
-                "generation_config.json");
-  c->add_option("--top-k", o->top_k, "Top-k (0 = off)");
-  c->add_option("--top-p", o->top_p, "Top-p nucleus mass (1 = off)");
-  c->add_option("--min-p", o->min_p, "Min-p relative to the most likely token (0 = off)");
-  c->add_option("--seed", o->seed, "Sampling seed (turn i uses seed + i; default: random)");
+  add_sampling_flags(c, &o->sampling,
+                     {"Sampling temperature (0 = greedy); this and the next three default to the checkpoint's "
+                      "generation_config.json",
+                      "Sampling seed (turn i uses seed + i; default: random)"});
   c->add_option("-t,--threads", o->threads, "CPU threads (0 = all cores)");
   c->add_flag("--show-prompt", o->show_prompt, "Print each turn's rendered prompt and its token count on stderr");
   add_load_options(c, &o->load);

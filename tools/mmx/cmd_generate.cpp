@@ -5,10 +5,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <optional>
-#include <random>
 
 #include "base/error.h"
 #include "common.h"
+#include "sampling_flags.h"
 #include "engine/generate.h"
 #include "engine/generation_config.h"
 #include "model/msa_stats.h"
@@ -24,10 +24,7 @@ struct Opts {
   std::string model, prompt, ids, system;
   int n = 32, threads = 0;
   LoadOptions load;
-  // Sampling flags; what is not given comes from the checkpoint's generation_config.json.
-  std::optional<float> temperature, top_p, min_p, presence, frequency, repetition;
-  std::optional<int> top_k;
-  std::optional<uint64_t> seed;
+  SamplingFlags sampling;  // what is not given comes from the checkpoint's generation_config.json
   bool stats = false;
   bool ignore_eos = false;
   bool chat = false;
@@ -59,15 +56,8 @@ void run_generate(const Opts& o) {
   }
   auto model = load_for_cli(o.model, o.load);
   SamplingParams sp = generation_defaults(o.model);
-  if (o.temperature) sp.temperature = *o.temperature;
-  if (o.top_k) sp.top_k = *o.top_k;
-  if (o.top_p) sp.top_p = *o.top_p;
-  if (o.min_p) sp.min_p = *o.min_p;
-  if (o.presence) sp.presence_penalty = *o.presence;
-  if (o.frequency) sp.frequency_penalty = *o.frequency;
-  if (o.repetition) sp.repetition_penalty = *o.repetition;
-  sp.seed = o.seed ? *o.seed : std::random_device{}();
-  if (!o.seed && sp.temperature > 0)
+  o.sampling.apply(sp);
+  if (!o.sampling.seed_given() && sp.temperature > 0)
     std::fprintf(stderr, "mmx generate: sampling seed %llu (pass --seed to repeat)\n", (unsigned long long)sp.seed);
   GenRequest req;
   req.prompt = prompt;
@@ -121,17 +111,10 @@ void add_generate(CLI::App& app, Action& action) {
   c->add_option("--system", o->system, "System message (with --chat)");
   c->add_flag("--show-prompt", o->show_prompt, "Print the rendered prompt on stderr");
   c->add_option("-n,--n-predict", o->n, "Number of tokens to generate")->check(CLI::NonNegativeNumber);
-  c->add_option("--temp", o->temperature,
-                 "Sampling temperature (0 = greedy); this and the next four default to the checkpoint's "
-                 "generation_config.json (else 1, no filters)");
-  c->add_option("--top-k", o->top_k, "Top-k (0 = off)");
-  c->add_option("--top-p", o->top_p, "Top-p nucleus mass (1 = off)");
-  c->add_option("--min-p", o->min_p, "Min-p relative to the most likely token (0 = off)");
-  c->add_option("--repeat-penalty", o->repetition,
-                "Repetition penalty over prompt and output ids: positive logits / r, negative x r (1 = off)");
-  c->add_option("--presence-penalty", o->presence, "Subtracted from the logit of every id already generated (0 = off)");
-  c->add_option("--frequency-penalty", o->frequency, "Subtracted once per earlier occurrence in the output (0 = off)");
-  c->add_option("--seed", o->seed, "Sampling seed (default: random, printed on stderr)");
+  add_sampling_flags(c, &o->sampling,
+                     {"Sampling temperature (0 = greedy); this and the next four default to the checkpoint's "
+                      "generation_config.json (else 1, no filters)",
+                      "Sampling seed (default: random, printed on stderr)", /*penalties=*/true});
   c->add_option("-t,--threads", o->threads, "CPU threads (0 = all cores)");
   add_load_options(c, &o->load);
   c->add_flag("--stats", o->stats, "Print prefill/decode speed on stderr");

@@ -6,7 +6,8 @@
 //     with a tag stack (objects from tags, arrays when the schema allows an array and the first
 //     child is `<item>`, a repeated tag collapses into a list, text beside child tags goes to a
 //     "$text" key, an unmatched close tag pops up to its opener); leaves are typed by M3Type;
-//   * a flat parameter body is typed by M3Type::convert (no whitespace stripping);
+//   * a flat parameter body is typed by M3Type::convert (no whitespace stripping); one whose type
+//     can only be a string is that text verbatim, so it streams as written (kStringOpen);
 //   * null values are simply absent (the template omits them), so nothing to do on parse.
 #include "chat/tool_blocks.h"
 
@@ -209,14 +210,6 @@ BlockStep read_m3_step(std::string_view text, const BlockReadContext& ctx) {
     if (gt == std::string_view::npos) return step(cut ? BlockStep::kBad : BlockStep::kWait, i);
     if (gt == p || ie < gt || be < gt) return step(BlockStep::kBad, i);
     const std::string name(rest.substr(p, gt - p));
-    const std::string close = std::string(kM3Namespace) + "</" + name + ">";
-    const size_t c = rest.find(close, gt + 1);
-    if (c == std::string_view::npos)
-      return step(cut || ie != std::string_view::npos ? BlockStep::kBad : BlockStep::kWait, i);
-    // The parameter must close inside its invoke and its block (a parameter called "invoke"
-    // or "tool_call" therefore never closes, as in vLLM's regexes).
-    if (ie <= c || be <= c) return step(BlockStep::kBad, i);
-    const std::string_view inner = rest.substr(gt + 1, c - gt - 1);
     nlohmann::json property;  // null when unknown
     if (ctx.fn_params != nullptr && ctx.fn_params->is_object()) {
       auto props = ctx.fn_params->find("properties");
@@ -226,6 +219,26 @@ BlockStep read_m3_step(std::string_view text, const BlockReadContext& ctx) {
       }
     }
     const M3Type type = M3Type::from_property(property);
+    // A value that can only be a string (M3Type::convert gives such a value back verbatim; an
+    // unknown tool or parameter too) streams as it is written, once its first bytes show it is
+    // flat text: a body that begins with `NS<` is nested (or empty) and is read whole below.
+    if (type.candidates.size() == 1 && type.candidates[0] == M3Atom::kString) {
+      const std::string_view body = rest.substr(gt + 1);
+      if (!starts_with(body, 0, open)) {
+        if (!final && proper_prefix_of(body, open)) return step(BlockStep::kWait, i);
+        BlockStep s = step(BlockStep::kStringOpen, i + gt + 1);
+        s.name = name;
+        return s;
+      }
+    }
+    const std::string close = std::string(kM3Namespace) + "</" + name + ">";
+    const size_t c = rest.find(close, gt + 1);
+    if (c == std::string_view::npos)
+      return step(cut || ie != std::string_view::npos ? BlockStep::kBad : BlockStep::kWait, i);
+    // The parameter must close inside its invoke and its block (a parameter called "invoke"
+    // or "tool_call" therefore never closes, as in vLLM's regexes).
+    if (ie <= c || be <= c) return step(BlockStep::kBad, i);
+    const std::string_view inner = rest.substr(gt + 1, c - gt - 1);
     BlockStep s = step(BlockStep::kParam, i + c + close.size());
     s.name = name;
     s.value = starts_with(inner, 0, open) ? parse_nested(inner, type) : type.convert(std::string(inner));
@@ -234,6 +247,11 @@ BlockStep read_m3_step(std::string_view text, const BlockReadContext& ctx) {
   if (!final && (proper_prefix_of(rest, open) || rest == open))
     return step(BlockStep::kWait, i);
   return step(BlockStep::kBad, i);
+}
+
+StringStep read_m3_string(std::string_view text, std::string_view name, std::string_view block_end, bool final) {
+  const std::string ns(kM3Namespace);
+  return read_string_to(text, ns + "</" + std::string(name) + ">", ns + "</invoke>", block_end, final);
 }
 
 }  // namespace mmx::chat

@@ -104,10 +104,12 @@ struct OutputParser::State {
   bool in_call = false;      // a call is open (M2/M3: after its invoke tag)
   ToolCall call;             // the open call, arguments so far
   const nlohmann::json* call_params = nullptr;  // its "parameters" schema, if the tool is known
-  // M2 string parameter streaming (after kStringOpen), see string_text().
+  // String parameter streaming (after kStringOpen), see string_text().
   bool in_string = false;
-  bool string_started = false;  // its opening quote was sent
-  std::string string_held;      // before: the value so far (left-stripped); after: a held tail
+  bool string_verbatim = false;  // M3: the value is the text as written (M2: stripped, null literals)
+  std::string string_name;       // M3: the parameter, whose closing tag ends the value
+  bool string_started = false;   // its opening quote was sent
+  std::string string_held;       // before: the value so far (left-stripped); after: a held tail
   // kBadBlock: whether the block's end tag is content too (no call had started).
   bool bad_block_keeps_end = false;
   bool prefix_sent = false;  // kM2AppendThink: "<think>" emitted
@@ -218,10 +220,13 @@ struct OutputParser::State {
     in_call = false;
   }
 
-  // ---- a string parameter's value, streamed as it is written (M2) ----
-  // The value is whitespace-stripped and the literal null/none/nil (any case) is null (m2_convert):
-  // nothing is sent until the value cannot be such a literal any more, and trailing whitespace
-  // (and an incomplete UTF-8 character) is held until something follows it.
+  // ---- a string parameter's value, streamed as it is written ----
+  // M2: the value is whitespace-stripped and the literal null/none/nil (any case) is null
+  // (m2_convert): nothing is sent until the value cannot be such a literal any more, and trailing
+  // whitespace (and an incomplete UTF-8 character) is held until something follows it.
+  // M3 (string_verbatim): the value is the text as written; the opening quote goes out with the
+  // key, and only an incomplete UTF-8 character is held. Each piece is escaped whole, so an
+  // escape is never split.
 
   static std::string escape(std::string_view s) {  // the JSON string body, without quotes
     std::string q = dump_py(ojson(std::string(s)));
@@ -250,7 +255,7 @@ struct OutputParser::State {
   // Sends s but a tail that may still change meaning: an incomplete character, trailing whitespace.
   void release_string(std::string s, ParsedDelta& out) {
     size_t hold = incomplete_utf8_tail(s);
-    if (hold == 0) hold = s.size() - rstrip(s).size();
+    if (hold == 0 && !string_verbatim) hold = s.size() - rstrip(s).size();
     if (hold < s.size()) append_fragment(escape(std::string_view(s).substr(0, s.size() - hold)), out);
     string_held = s.substr(s.size() - hold);
   }
@@ -271,14 +276,17 @@ struct OutputParser::State {
     release_string(std::move(string_held), out);
   }
   void end_string(ParsedDelta& out) {
-    if (!string_started) {
+    if (string_verbatim) {
+      append_fragment(escape(string_held) + "\"", out);  // (a held incomplete character: U+FFFD)
+    } else if (!string_started) {
       append_fragment(dump_py(m2_convert(std::string(rstrip(string_held)), {"string"})), out);
     } else {
       if (!rstrip(string_held).empty()) append_fragment(escape(string_held), out);  // an incomplete character
       append_fragment("\"", out);
     }
-    in_string = string_started = false;
+    in_string = string_started = string_verbatim = false;
     string_held.clear();
+    string_name.clear();
   }
 
   // The block went wrong at buf[skip..]: fall back as docs/output-parsing.md says.
@@ -396,7 +404,8 @@ struct OutputParser::State {
 
       // Mode::kToolBlock: buf holds the rest of the block body (the start tag is consumed).
       if (in_string) {
-        const StringStep ss = read_m2_string(buf, tags.block_end, final);
+        const StringStep ss = string_verbatim ? read_m3_string(buf, string_name, tags.block_end, final)
+                                              : read_m2_string(buf, tags.block_end, final);
         string_text(std::string_view(buf).substr(0, ss.n_value), out);
         buf.erase(0, ss.consumed);
         if (!ss.ended) return;
@@ -437,8 +446,13 @@ struct OutputParser::State {
           std::string piece = call.arguments_json.empty() ? "{" : ", ";
           piece += dump_py(ojson(st.name));
           piece += ": ";
-          append_fragment(std::move(piece), out);
           in_string = true;
+          if (format == OutputFormat::kM3) {  // verbatim: the value has begun
+            string_verbatim = string_started = true;
+            string_name = std::move(st.name);
+            piece += "\"";
+          }
+          append_fragment(std::move(piece), out);
           break;
         }
         case BlockStep::kInvokeClose:

@@ -16,8 +16,10 @@
 //     wrong later keeps the calls already streamed (the open one is closed) and returns the
 //     rest of the block as content (docs/output-parsing.md, "Streaming tool calls");
 //   * tool calls stream: a call's id and name as soon as its opening tag parsed, then one
-//     arguments fragment per parameter as each closes (`{"k": v`, `, "k2": v2`, `}`), and the
-//     whole ToolCall when it ends. M1 JSON lines come as one piece per call.
+//     arguments fragment per typed parameter as each closes (`{"k": v`, `, "k2": v2`, `}`) and a
+//     string parameter's value as it is written (M2 and M3: `, "k3": "`, `Pa`, `ris"`; never a
+//     UTF-8 character or JSON escape cut), and the whole ToolCall when it ends. M1 JSON lines come
+//     as one piece per call.
 #pragma once
 
 #include <cstdint>

@@ -140,14 +140,20 @@ bool m2_is_string_typed(const std::vector<std::string>& types) {
 }
 
 StringStep read_m2_string(std::string_view text, std::string_view block_end, bool final) {
-  const size_t close = std::min({text.find(kParamEnd), text.find(kInvokeEnd), text.find(block_end)});
+  return read_string_to(text, kParamEnd, kInvokeEnd, block_end, final);
+}
+
+StringStep read_string_to(std::string_view text, std::string_view own_close, std::string_view invoke_end,
+                          std::string_view block_end, bool final) {
+  const size_t close = std::min({text.find(own_close), text.find(invoke_end), text.find(block_end)});
   if (close != std::string_view::npos) {
-    const bool own = text.substr(close, kParamEnd.size()) == kParamEnd;
-    return {close, true, close + (own ? kParamEnd.size() : 0)};
+    const bool own = own_close != invoke_end && own_close != block_end &&
+                     text.substr(close, own_close.size()) == own_close;
+    return {close, true, close + (own ? own_close.size() : 0)};
   }
   if (final) return {text.size(), true, text.size()};
   size_t keep = 0;  // a tail that may begin one of the three tags
-  for (std::string_view tag : {kParamEnd, kInvokeEnd, block_end})
+  for (std::string_view tag : {own_close, invoke_end, block_end})
     for (size_t k = std::min(tag.size() - 1, text.size()); k > keep; --k)
       if (text.substr(text.size() - k) == tag.substr(0, k)) {
         keep = k;

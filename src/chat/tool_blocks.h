@@ -30,8 +30,8 @@ struct BlockStep {
     kEof,          // `final` and nothing but whitespace is left (no end tag)
     kInvokeOpen,   // M2/M3 `<invoke name="f">`: `name`
     kParam,        // one complete M2/M3 parameter: `name` = key, `value` typed from the schema
-    kStringOpen,   // M2 `<parameter name="k">` of a string-typed parameter: its value follows as
-                   // text, read with read_m2_string
+    kStringOpen,   // M2 `<parameter name="k">` / M3 `NS<k>` of a string-typed parameter: `name`
+                   // = key; its value follows as text, read with read_m2_string / read_m3_string
     kInvokeClose,  // M2/M3 `</invoke>`
     kCall,         // one M1 JSON line: `name`, `value` = its "arguments" (any JSON)
     kBad,          // the text after `consumed` (leading whitespace) is not what may come here
@@ -68,6 +68,18 @@ struct StringStep {
   size_t consumed = 0;  // bytes used: the value, plus `</parameter>` when that ended it
 };
 StringStep read_m2_string(std::string_view text, std::string_view block_end, bool final);
+
+// M3, inside the flat string parameter `name` (after kStringOpen): the value, verbatim, runs to
+// the first `NS</name>`, or, when the model never writes it, to the first `NS</invoke>`, block end
+// or end of output (a parameter named "invoke" or "tool_call" ends at that tag, which then closes
+// the invoke or block: vLLM's parameter never closes there either).
+StringStep read_m3_string(std::string_view text, std::string_view name, std::string_view block_end, bool final);
+
+// What both do: the value runs to the first `own_close` (consumed with it), else to the first
+// `invoke_end` or `block_end` (left in the text), else to the end of output (`final`); a tail
+// that may begin one of the three is held back.
+StringStep read_string_to(std::string_view text, std::string_view own_close, std::string_view invoke_end,
+                          std::string_view block_end, bool final);
 
 // Text-01 / M1: one `{"name": "f", "arguments": {...}}` JSON object per non-empty line; with
 // `final` the last line needs no newline (vLLM also parses a block still open at the end).

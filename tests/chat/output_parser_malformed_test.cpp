@@ -217,10 +217,17 @@ TEST(Malformed, InvalidUtf8DoesNotThrow) {
 TEST(Malformed, M3Truncated) {
   std::string text =
       "]<]minimax[>[<tool_call>\n]<]minimax[>[<invoke name=\"get_weather\">]<]minimax[>[<city>Pa";
+  // city is a string parameter: its value streams as written, and the end of output ends it.
   auto d = parse_all_modes(kM3, text, false);
   ASSERT_EQ(d.tool_calls.size(), 1u);
+  EXPECT_EQ(d.tool_calls[0].arguments_json, R"({"city": "Pa"})");
+  EXPECT_EQ(d.content, "");
+  // days is an integer: typed only once its closing tag comes, which never does.
+  text = "]<]minimax[>[<tool_call>\n]<]minimax[>[<invoke name=\"get_weather\">]<]minimax[>[<days>3";
+  d = parse_all_modes(kM3, text, false);
+  ASSERT_EQ(d.tool_calls.size(), 1u);
   EXPECT_EQ(d.tool_calls[0].arguments_json, "{}");
-  EXPECT_EQ(d.content, "]<]minimax[>[<city>Pa");
+  EXPECT_EQ(d.content, "]<]minimax[>[<days>3");
 }
 
 TEST(Malformed, M3StrayTextBetweenParameters) {

@@ -133,4 +133,23 @@ inline ParsedDelta parse_all_modes(OutputFormat f, std::string_view text, bool s
   return whole;
 }
 
+// Feeds `parts` one by one; returns the delta of each feed (finish() appended last).
+inline std::vector<ParsedDelta> feed_parts(OutputFormat f, const std::vector<std::string>& parts,
+                                          const nlohmann::json& tools = test_tools()) {
+  OutputParser p(f, tools, /*starts_in_reasoning=*/false, /*id_seed=*/3);
+  std::vector<ParsedDelta> out;
+  for (const auto& s : parts) out.push_back(p.feed(s));
+  out.push_back(p.finish());
+  expect_pieces_match_calls(out);
+  return out;
+}
+
+// The streamed pieces of one delta: "[index name arguments]" each (name on a first piece only).
+inline std::string pieces(const ParsedDelta& d) {
+  std::string s;
+  for (const auto& p : d.tool_call_deltas)
+    s += "[" + std::to_string(p.index) + (p.name.empty() ? "" : " " + p.name) + " " + p.arguments + "]";
+  return s;
+}
+
 }  // namespace mmx::chat::testing

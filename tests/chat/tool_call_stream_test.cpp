@@ -8,22 +8,8 @@
 namespace mmx::chat {
 namespace {
 
-// Feeds `parts` one by one; returns the delta of each feed (finish() appended last).
-std::vector<ParsedDelta> feed_parts(OutputFormat f, const std::vector<std::string>& parts) {
-  OutputParser p(f, testing::test_tools(), /*starts_in_reasoning=*/false, /*id_seed=*/3);
-  std::vector<ParsedDelta> out;
-  for (const auto& s : parts) out.push_back(p.feed(s));
-  out.push_back(p.finish());
-  testing::expect_pieces_match_calls(out);
-  return out;
-}
-
-std::string pieces(const ParsedDelta& d) {
-  std::string s;
-  for (const auto& p : d.tool_call_deltas)
-    s += "[" + std::to_string(p.index) + (p.name.empty() ? "" : " " + p.name) + " " + p.arguments + "]";
-  return s;
-}
+using testing::feed_parts;
+using testing::pieces;
 
 TEST(ToolCallStream, M2ArgumentsStreamPerParameter) {
   auto d = feed_parts(OutputFormat::kM2,

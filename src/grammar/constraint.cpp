@@ -20,19 +20,39 @@ void apply_mask(const Bits& bits, float* logits, int64_t n) {
   }
 }
 
+namespace {
+// Every id but `id` gets -inf.
+void force_only(float* logits, int64_t n, int32_t id) {
+  const float keep = logits[id];
+  for (int64_t i = 0; i < n; ++i) logits[i] = kNegInf;
+  logits[id] = keep;
+}
+}  // namespace
+
+void GateWatch::accept(int32_t id, const VocabTrie& vocab) {
+  if (open_) return;
+  if (id == gate_.id) {
+    open_ = true;
+    return;
+  }
+  ++before_;
+  if (id >= 0 && id < vocab.n_vocab()) tail_ += vocab.bytes(id);
+  const std::string& g = gate_.bytes;
+  if (!g.empty() && tail_.size() >= g.size() && tail_.compare(tail_.size() - g.size(), g.size(), g) == 0) open_ = true;
+  if (tail_.size() > 4 * g.size() + 64) tail_.erase(0, tail_.size() - g.size());
+}
+
 GrammarConstraint::GrammarConstraint(std::shared_ptr<TokenMasker> masker, Gate gate)
-    : m_(std::move(masker)), gate_(std::move(gate)), gated_(gate_.id >= 0), state_(m_->start()) {}
+    : m_(std::move(masker)), gate_(std::move(gate)), state_(m_->start()) {}
 
 void GrammarConstraint::restrict(float* logits, int64_t n, int64_t left, std::span<const int32_t> stop_ids) {
   if (state_ == Automaton::kDead) return;  // a refused id slipped through (cannot happen): stop steering
   // The last token of the budget is kept for a stop id, so a complete reply ends as "stop".
   const int64_t content_left = left - 1;
-  if (gated_) {
+  if (!gate_.open()) {
     // Writing the gate now leaves content_left - 1 tokens; the grammar needs dist(start) of them.
-    if (content_left - 1 <= int64_t(m_->dist(m_->start())) && gate_.id < n) {
-      const float keep = logits[gate_.id];
-      for (int64_t i = 0; i < n; ++i) logits[i] = kNegInf;
-      logits[gate_.id] = keep;
+    if ((gate_.over_budget() || content_left - 1 <= int64_t(m_->dist(m_->start()))) && gate_.id() < n) {
+      force_only(logits, n, gate_.id());
       return;
     }
     for (int32_t id : stop_ids)
@@ -58,18 +78,17 @@ void GrammarConstraint::restrict(float* logits, int64_t n, int64_t left, std::sp
 
 void GrammarConstraint::accept(int32_t id) {
   if (state_ == Automaton::kDead) return;
-  if (gated_) {
-    if (id == gate_.id) {
-      gated_ = false;
-      return;
-    }
-    if (id >= 0 && id < m_->vocab().n_vocab()) tail_ += m_->vocab().bytes(id);
-    if (tail_.size() >= gate_.bytes.size() && tail_.compare(tail_.size() - gate_.bytes.size(), gate_.bytes.size(), gate_.bytes) == 0)
-      gated_ = false;
-    if (tail_.size() > 4 * gate_.bytes.size() + 64) tail_.erase(0, tail_.size() - gate_.bytes.size());
+  if (!gate_.open()) {
+    gate_.accept(id, m_->vocab());
     return;
   }
   state_ = m_->advance(state_, id);
 }
+
+void ReasoningBudget::restrict(float* logits, int64_t n, int64_t /*left*/, std::span<const int32_t> /*stop_ids*/) {
+  if (!gate_.open() && gate_.over_budget() && gate_.id() >= 0 && gate_.id() < n) force_only(logits, n, gate_.id());
+}
+
+void ReasoningBudget::accept(int32_t id) { gate_.accept(id, *vocab_); }
 
 }  // namespace mmx::grammar

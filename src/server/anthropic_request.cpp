@@ -245,6 +245,7 @@ MessagesRequest parse_messages_request(const ojson& b, const ServedModel& model,
   }
   if (given(b, "tools")) chat["tools"] = convert_tools(b["tools"]);
   if (given(b, "tool_choice")) chat["tool_choice"] = convert_tool_choice(b["tool_choice"]);
+  int64_t thinking_budget = -1;
   if (given(b, "thinking")) {
     const ojson& th = b["thinking"];
     if (!th.is_object() || !th.contains("type") || !(th["type"] == "enabled" || th["type"] == "disabled"))
@@ -256,6 +257,7 @@ MessagesRequest parse_messages_request(const ojson& b, const ServedModel& model,
       if (k != "budget_tokens" || !on) bad_request("'thinking." + k + "' is not a field of this thinking setting", "thinking");
       if (!v.is_number_integer() || v.get<int64_t>() < 1)
         bad_request("'thinking.budget_tokens' must be a positive integer", "thinking");
+      thinking_budget = v.get<int64_t>();
     }
     if (on && !count_tokens && !th.contains("budget_tokens"))
       bad_request("'thinking.budget_tokens' is required when thinking is enabled", "thinking");
@@ -279,6 +281,7 @@ MessagesRequest parse_messages_request(const ojson& b, const ServedModel& model,
       throw ApiError(e.status, "'tool_choice' " + b["tool_choice"].dump() + ": " + e.what(), "tool_choice", e.code);
     throw;
   }
+  r.thinking_budget = thinking_budget;
   return r;
 }
 

@@ -28,6 +28,7 @@ namespace mmx::server {
 
 struct MessagesRequest {
   ChatRequest chat;  // messages, tools, tool_choice, sampling, max_tokens, stop, stream, kwargs
+  int64_t thinking_budget = -1;  // thinking.budget_tokens (-1: not given): reasoning tokens at most
 };
 
 // count_tokens: the /v1/messages/count_tokens body (no max_tokens, no stream).

@@ -15,6 +15,18 @@ constexpr size_t kKeptGrammars = 32;
 constexpr const char* kAfterReasoning = "mmx-after-reasoning";
 }  // namespace
 
+// (Under mu_.)
+std::shared_ptr<const grammar::VocabTrie> Constraints::trie(const char* param) {
+  if (!trie_) {
+    try {
+      trie_ = std::make_shared<const grammar::VocabTrie>(*m_.tokenizer);
+    } catch (const Error& e) {
+      throw ApiError(400, std::string("structured output is not available for this model: ") + e.what(), param);
+    }
+  }
+  return trie_;
+}
+
 std::shared_ptr<grammar::TokenMasker> Constraints::masker(const std::string& gbnf, bool allow_special, const char* param) {
   const std::string key = std::string(allow_special ? "S" : "T") + gbnf;
   std::shared_ptr<const grammar::VocabTrie> trie;
@@ -25,14 +37,7 @@ std::shared_ptr<grammar::TokenMasker> Constraints::masker(const std::string& gbn
         lru_.splice(lru_.begin(), lru_, it);
         return it->second;
       }
-    if (!trie_) {
-      try {
-        trie_ = std::make_shared<const grammar::VocabTrie>(*m_.tokenizer);
-      } catch (const Error& e) {
-        throw ApiError(400, std::string("structured output is not available for this model: ") + e.what(), param);
-      }
-    }
-    trie = trie_;
+    trie = this->trie(param);
   }
   // Compiled outside the lock: one large grammar does not hold up the other requests.
   const bool wrapped = gbnf.find(std::string(kAfterReasoning) + " ::=") != std::string::npos;
@@ -49,8 +54,19 @@ std::shared_ptr<grammar::TokenMasker> Constraints::masker(const std::string& gbn
 }
 
 ConstraintFactory Constraints::make(const GenerationParams& p, const ojson& tools, const std::string& tool_choice,
-                                    const std::string& forced_tool, bool starts_in_reasoning, int64_t max_tokens) {
+                                    const std::string& forced_tool, bool starts_in_reasoning, int64_t max_tokens,
+                                    int64_t reasoning_budget) {
   using S = GenerationParams::Structure;
+  // The reasoning end tag, forced when a grammar or a reasoning budget needs it.
+  auto gate = [&](const char* param) {
+    grammar::Gate g;
+    g.bytes = chat::tags_for(m_.format).think_end;
+    g.id = m_.tokenizer->token_to_id(g.bytes);
+    g.budget = reasoning_budget;
+    if (g.id < 0)
+      throw ApiError(400, fmt::format("'{}' after reasoning needs '{}' as one token, and this vocabulary has none", param, g.bytes), param);
+    return g;
+  };
   std::string gbnf;
   const char* param = "response_format";
   bool allow_special = false;
@@ -69,6 +85,14 @@ ConstraintFactory Constraints::make(const GenerationParams& p, const ojson& tool
     } else if (p.structure == S::kGrammar) {
       param = "grammar";
       gbnf = p.grammar;
+    } else if (reasoning_budget >= 0 && starts_in_reasoning) {
+      grammar::Gate g = gate("thinking");
+      std::shared_ptr<const grammar::VocabTrie> t;
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        t = trie("thinking");
+      }
+      return [t, g] { return std::make_unique<grammar::ReasoningBudget>(t, g); };
     } else {
       return {};
     }
@@ -83,20 +107,17 @@ ConstraintFactory Constraints::make(const GenerationParams& p, const ojson& tool
   }
   // A prompt that opened the reasoning block: the model thinks freely, then the grammar applies
   // after the end tag (the "\n\n" the template puts there allowed).
-  grammar::Gate gate;
+  grammar::Gate g;
   if (starts_in_reasoning) {
-    gate.bytes = chat::tags_for(m_.format).think_end;
-    gate.id = m_.tokenizer->token_to_id(gate.bytes);
-    if (gate.id < 0)
-      throw ApiError(400, "structured output after reasoning needs '" + gate.bytes + "' as one token, and this vocabulary has none", param);
+    g = gate(param);
     gbnf += fmt::format("\n{} ::= [\\n]{{0,2}} root\n", kAfterReasoning);
   }
   std::shared_ptr<grammar::TokenMasker> mk = masker(gbnf, allow_special, param);
-  const int64_t need = int64_t(mk->dist(mk->start())) + (gate.id >= 0 ? 1 : 0) + 1;  // + the stop token
+  const int64_t need = int64_t(mk->dist(mk->start())) + (g.id >= 0 ? 1 : 0) + 1;  // + the stop token
   if (max_tokens < need)
     throw ApiError(400, fmt::format("'max_tokens' is {}, and the shortest reply the '{}' allows takes {} tokens", max_tokens, param, need),
                    "max_tokens");
-  return [mk, gate] { return std::make_unique<grammar::GrammarConstraint>(mk, gate); };
+  return [mk, g] { return std::make_unique<grammar::GrammarConstraint>(mk, g); };
 }
 
 }  // namespace mmx::server

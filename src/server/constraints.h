@@ -25,11 +25,14 @@ class Constraints {
   // An empty factory when the request asks for nothing. starts_in_reasoning: the prompt opened the
   // reasoning block, so the grammar applies after its end tag. max_tokens: the request's budget.
   // Throws ApiError 400 naming the field (a schema keyword outside the subset, a bad grammar, a
-  // budget too small for the shortest valid reply).
+  // budget too small for the shortest valid reply). reasoning_budget >= 0 (Anthropic's
+  // thinking.budget_tokens): at most that many tokens of reasoning, then the end tag is forced.
   ConstraintFactory make(const GenerationParams& p, const ojson& tools, const std::string& tool_choice,
-                         const std::string& forced_tool, bool starts_in_reasoning, int64_t max_tokens);
+                         const std::string& forced_tool, bool starts_in_reasoning, int64_t max_tokens,
+                         int64_t reasoning_budget = -1);
 
  private:
+  std::shared_ptr<const grammar::VocabTrie> trie(const char* param);
   std::shared_ptr<grammar::TokenMasker> masker(const std::string& gbnf, bool allow_special, const char* param);
   const ServedModel& m_;
   std::mutex mu_;

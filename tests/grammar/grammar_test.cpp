@@ -559,5 +559,48 @@ TEST(TokenMask, ConstrainedSamplingAlwaysFinishesValid) {
   }
 }
 
+// A reasoning budget (Anthropic thinking.budget_tokens): with random logits the end tag comes at
+// token budget + 1 at the latest (as its id or spelled in bytes), never later; after it nothing
+// is steered (ReasoningBudget) or the grammar holds (GrammarConstraint with a budgeted gate).
+TEST(TokenMask, ReasoningBudgetForcesTheEndTag) {
+  Vocab& v = tiny_vocab();
+  const int32_t end = v.tok.token_to_id("</think>");
+  ASSERT_GE(end, 0);
+  auto masker = std::make_shared<TokenMasker>(v.trie, parse_gbnf(json_object_gbnf()), false);
+  std::mt19937 rng(5);
+  for (int r = 0; r < 60; ++r) {
+    const int64_t budget = rng() % 12, max_tokens = 80;
+    Gate g{end, "</think>", budget};
+    const bool with_grammar = r % 2;
+    std::unique_ptr<TokenConstraint> c;
+    if (with_grammar) c = std::make_unique<GrammarConstraint>(masker, g);
+    else c = std::make_unique<ReasoningBudget>(v.trie, g);
+    std::vector<float> logits(size_t(v.trie->n_vocab()));
+    std::normal_distribution<float> z(0.f, 3.f);
+    const std::vector<int32_t> stops{v.eos};
+    int64_t at = -1, t = 0;
+    std::string after;
+    for (; t < max_tokens; ++t) {
+      for (float& x : logits) x = z(rng);
+      logits[size_t(v.eos)] = -1e9f;  // keep going: the budget, not a stop, must end the reasoning
+      logits[size_t(end)] = -30.f;     // a model that would not close its reasoning by itself
+      c->restrict(logits.data(), int64_t(logits.size()), max_tokens - t, stops);
+      int32_t id = 0;
+      for (int32_t i = 1; i < int32_t(logits.size()); ++i)
+        if (logits[size_t(i)] > logits[size_t(id)]) id = i;  // greedy over what is allowed
+      c->accept(id);
+      if (at >= 0 && id != v.eos) after += v.tok.decode(std::vector<int32_t>{id});
+      if (id == end && at < 0) at = t;
+      if (with_grammar && at >= 0 && id == v.eos) break;
+    }
+    ASSERT_EQ(at, budget) << "the end tag is the token after the budget";
+    if (with_grammar) {
+      ASSERT_TRUE(nlohmann::json::accept(after)) << after;
+    } else {
+      ASSERT_GT(after.size(), 0u);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace mmx::grammar

@@ -173,6 +173,63 @@ await check("errors: the SDK's classes with our messages", async () => {
   }
 });
 
+// Refusals from every layer (the connection front, httplib's routing, the route) on both
+// Anthropic paths: Anthropic's shape, so the SDK picks the class for the status and reads the
+// type (e.type) and message from our body. The OpenAI route next door keeps OpenAI's shape.
+async function expectShaped(cls, status, type, fn) {
+  let err;
+  try {
+    await fn();
+  } catch (e) {
+    err = e;
+  }
+  assert.ok(err, `expected ${cls.name}`);
+  assert.ok(err instanceof cls, `expected ${cls.name}, got ${err?.constructor?.name}: ${err?.message}`);
+  assert.equal(err.status, status);
+  assert.equal(err.error?.type, "error", JSON.stringify(err.error));
+  assert.equal(err.error?.error?.type, type, JSON.stringify(err.error));
+  assert.equal(err.type, type);
+  assert.deepEqual(Object.keys(err.error).sort(), ["error", "type"]);
+  assert.ok(err.error.error.message.length > 0);
+}
+
+await check("errors on /v1/messages*: Anthropic's shape from every layer, the SDK's class per status", async () => {
+  const bad = new Anthropic({ baseURL, apiKey: "wrong", maxRetries: 0 });
+  // 401 from the front, before the body is read (no key at all: anthropic_errors_test.cpp; the
+  // SDK refuses to send a request without one).
+  await expectShaped(Anthropic.AuthenticationError, 401, "authentication_error", () =>
+    bad.messages.create({ model: MODEL, max_tokens: 8, messages }));
+  await expectShaped(Anthropic.AuthenticationError, 401, "authentication_error", () =>
+    bad.messages.countTokens({ model: MODEL, messages }));
+  // 404: an unknown model (the route), an unknown path under /v1/messages (httplib).
+  await expectShaped(Anthropic.NotFoundError, 404, "not_found_error", () =>
+    client.messages.countTokens({ model: "claude-nope", messages }));
+  await expectShaped(Anthropic.NotFoundError, 404, "not_found_error", () =>
+    client.post("/v1/messages/nope", { body: {} }));
+  // 405: a known path with the wrong method (httplib); no class of its own, so APIError.
+  await expectShaped(Anthropic.APIError, 405, "invalid_request_error", () => client.get("/v1/messages"));
+  await expectShaped(Anthropic.APIError, 405, "invalid_request_error", () => client.get("/v1/messages/count_tokens"));
+  // 400 from the route: a field count_tokens does not take.
+  await expectShaped(Anthropic.BadRequestError, 400, "invalid_request_error", () =>
+    client.messages.countTokens({ model: MODEL, messages, max_tokens: 5 }));
+  // 413 from the front: a body over --max-body-bytes (8 MiB by default), refused by its length.
+  const huge = [{ role: "user", content: "x".repeat(9 << 20) }];
+  await expectShaped(Anthropic.ContentTooLargeError, 413, "request_too_large", () =>
+    client.messages.create({ model: MODEL, max_tokens: 4, messages: huge }));
+  await expectShaped(Anthropic.ContentTooLargeError, 413, "request_too_large", () =>
+    client.messages.countTokens({ model: MODEL, messages: huge }));
+  // The OpenAI route: OpenAI's shape (no top-level type; error.param and error.code).
+  let err;
+  try {
+    await bad.post("/v1/chat/completions", { body: { model: MODEL, messages } });
+  } catch (e) {
+    err = e;
+  }
+  assert.ok(err instanceof Anthropic.AuthenticationError, `${err?.constructor?.name}: ${err?.message}`);
+  assert.deepEqual(Object.keys(err.error), ["error"], JSON.stringify(err.error));
+  assert.ok("param" in err.error.error && "code" in err.error.error, JSON.stringify(err.error));
+});
+
 await check("still serving after the errors", async () => {
   checkShape(await client.messages.create({ model: MODEL, max_tokens: 4, messages }));
 });

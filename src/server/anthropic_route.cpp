@@ -91,7 +91,8 @@ void Server::handle_messages(const std::string& body, httplib::Response& res) {
     GenRequest g = make_gen_request(cr, p.ids, ctx, opts_.default_max_tokens, model_.tokenizer->vocab_size(),
                                     model_.eos_ids, "messages");
     // tool_choice any / {tool, name} force a call exactly as the chat route's required / named one.
-    g.constraint = constraints_.make(cr, cr.tools, cr.tool_choice, cr.forced_tool, p.starts_in_reasoning, g.max_tokens);
+    g.constraint = constraints_.make(cr, cr.tools, cr.tool_choice, cr.forced_tool, p.starts_in_reasoning, g.max_tokens,
+                                     mr.thinking_budget);
 
     auto job = std::make_shared<MessageJob>();
     job->id = new_id("msg_");

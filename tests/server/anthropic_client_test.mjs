@@ -104,6 +104,26 @@ await check("messages.stream helper: finalMessage() and the text events agree", 
   assert.deepEqual(final.content, whole.content);
 });
 
+// thinking.budget_tokens is enforced: after that many tokens of reasoning the end tag is forced
+// (each thinking_delta carries at least one token); without a budget some replies think longer.
+await check("thinking.budget_tokens: at most that many reasoning tokens, then the answer", async () => {
+  const thinkingDeltas = async (thinking) => {
+    const stream = await client.messages.create({ model: MODEL, max_tokens: 48, messages, temperature: 1, stream: true,
+                                                  ...(thinking ? { thinking } : {}) });
+    let n = 0;
+    for await (const e of stream)
+      if (e.type === "content_block_delta" && e.delta.type === "thinking_delta") n++;
+    return { n };
+  };
+  let longer = 0;
+  for (let i = 0; i < 6; i++) {
+    const b = await thinkingDeltas({ type: "enabled", budget_tokens: 4 });
+    assert.ok(b.n <= 4, `${b.n} thinking deltas for a budget of 4`);
+    if ((await thinkingDeltas(null)).n > 4) longer++;
+  }
+  assert.ok(longer > 0, "without the budget some replies think longer (else the check shows nothing)");
+});
+
 await check("messages.countTokens == the input usage of the same request", async () => {
   const c = await client.messages.countTokens({ model: MODEL, messages, system: "Be brief." });
   assert.equal(c.input_tokens, whole.usage.input_tokens + whole.usage.cache_read_input_tokens);

@@ -286,6 +286,55 @@ TEST_F(AnthropicTest, StreamedEventsRebuildTheWholeMessage) {
   }
 }
 
+// An M3 model's string argument reaches both APIs' clients as the model writes it: several
+// pieces inside the value (input_json_delta / delta.tool_calls), not one per parameter, and they
+// join to the arguments of the non-streamed reply.
+TEST_F(AnthropicTest, M3StringArgumentsStreamAsWritten) {
+  format = chat::OutputFormat::kM3;
+  start();
+  const std::string NS = "]<]minimax[>[";
+  const std::string code = "for i in range(3):\n    print(\"line\", i)  # \xe4\xbd\xa0\xe5\xa5\xbd\n";
+  engine.script = TinyAssets::get().say("</mm:think>\n\n" + NS + "<tool_call>\n" + NS + "<invoke name=\"run_code\">" +
+                                        NS + "<code>" + code + NS + "</code>" + NS + "<timeout>5" + NS + "</timeout>" +
+                                        NS + "</invoke>\n" + NS + "</tool_call>");
+  const json input = {{"code", code}, {"timeout", 5}};
+  const json tools = json::parse(R"([{"name": "run_code", "input_schema": {"type": "object", "properties": {
+      "code": {"type": "string"}, "timeout": {"type": "number"}}}}])");
+  json whole = post_json("/v1/messages", msg_body({{"tools", tools}}));
+  ASSERT_EQ(whole["content"].back()["type"], "tool_use") << whole.dump();
+  EXPECT_EQ(whole["content"].back()["input"], input);
+  auto s = post("/v1/messages", msg_body({{"tools", tools}, {"stream", true}}).dump());
+  ASSERT_TRUE(s);
+  std::string joined;
+  size_t inside = 0;  // pieces that are only text of the value
+  for (const Event& e : anthropic_events(s->body))
+    if (e.name == "content_block_delta" && e.data["delta"]["type"] == "input_json_delta") {
+      const std::string piece = e.data["delta"]["partial_json"];
+      joined += piece;
+      inside += !piece.empty() && piece.find('"') == std::string::npos;
+    }
+  EXPECT_EQ(json::parse(joined), input) << joined;
+  EXPECT_GE(inside, 3u) << "the string did not stream as written: " << s->body;
+  // The chat route, same script: the arguments fragments of call 0.
+  json chat = chat_body({{"stream", true}});
+  chat["tools"] = json::parse(R"([{"type": "function", "function": {"name": "run_code", "parameters": {"type": "object",
+      "properties": {"code": {"type": "string"}, "timeout": {"type": "number"}}}}}])");
+  auto c = post("/v1/chat/completions", chat.dump());
+  ASSERT_TRUE(c);
+  std::string args;
+  size_t n_pieces = 0;
+  for (const json& e : sse_events(c->body))
+    for (const json& ch : e["choices"])
+      if (ch["delta"].contains("tool_calls"))
+        for (const json& tc : ch["delta"]["tool_calls"])
+          if (tc.contains("function") && tc["function"].contains("arguments")) {
+            args += tc["function"]["arguments"].get<std::string>();
+            ++n_pieces;
+          }
+  EXPECT_EQ(json::parse(args), input) << args;
+  EXPECT_GE(n_pieces, 5u) << c->body;
+}
+
 TEST_F(AnthropicTest, EngineErrorMidStreamIsAnErrorEvent) {
   start();
   engine.fail_after = 3;

@@ -238,6 +238,11 @@ await check("errors on /v1/messages*: Anthropic's shape from every layer, the SD
     client.messages.create({ model: MODEL, max_tokens: 4, messages: huge }));
   await expectShaped(Anthropic.ContentTooLargeError, 413, "request_too_large", () =>
     client.messages.countTokens({ model: MODEL, messages: huge }));
+  // 431 from the front: a request head over its limit.
+  const padded = new Anthropic({ baseURL, apiKey: process.env.MMX_API_KEY, maxRetries: 0,
+                                 defaultHeaders: { "x-pad": "a".repeat(64 << 10) } });
+  await expectShaped(Anthropic.RequestHeaderFieldsTooLargeError, 431, "invalid_request_error", () =>
+    padded.messages.countTokens({ model: MODEL, messages }));
   // The OpenAI route: OpenAI's shape (no top-level type; error.param and error.code).
   let err;
   try {

@@ -8,7 +8,7 @@
 #   * `mmx serve` answers /v1/chat/completions with 200 and an assistant message for a plain
 #     conversation, for one with tools + an assistant tool call (string arguments, as OpenAI
 #     clients send them) + its result, and (M3) with chat_template_kwargs thinking_mode;
-# and the same route on the committed models/text01-tiny (a Text-01 with the M2 template).
+# and the same for the committed trained models/{m3,text01,m2}-tiny.
 set -uo pipefail
 MMX=$1
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -18,11 +18,15 @@ TMP=$(mktemp -d)
 trap 'serve_stop; rm -rf "$TMP"' EXIT
 fail() { echo "FAIL: $*"; [ -f "$TMP/serve.log" ] && { echo "--- server log ---"; cat "$TMP/serve.log"; }; exit 1; }
 
-check_family() {  # ARCH TEMPLATE_FILE SPECIAL_TOKEN...
-  local arch=$1 tmpl=$2
-  shift 2
-  local dir="$TMP/$arch"
-  "$MMX" make-tiny --arch "$arch" -o "$dir" --seed 1 >/dev/null 2>&1 || fail "make-tiny --arch $arch"
+check_family() {  # ARCH TEMPLATE_FILE SPECIAL_TOKEN...: a fresh make-tiny checkpoint
+  local arch=$1
+  "$MMX" make-tiny --arch "$arch" -o "$TMP/$arch" --seed 1 >/dev/null 2>&1 || fail "make-tiny --arch $arch"
+  check_dir "$TMP/$arch" "$@"
+}
+
+check_dir() {  # DIR ARCH TEMPLATE_FILE SPECIAL_TOKEN...
+  local dir=$1 arch=$2 tmpl=$3
+  shift 3
   python3 - "$dir/tokenizer_config.json" "$SRC/data/chat_templates/$tmpl" <<'PY' || fail "$arch: tokenizer_config.json chat_template is not $tmpl"
 import json, sys
 got = json.load(open(sys.argv[1], encoding="utf-8"))["chat_template"]
@@ -90,7 +94,9 @@ PY
 check_family minimax_m3 minimax_m3.jinja ']~!b[' ']~b]' '[e~[' ']<]minimax[>[' '<mm:think>' '</mm:think>' ']<]image[>[' ']<]video[>['
 check_family minimax_text01 minimax_m1.jinja '<begin_of_document>' '<beginning_of_sentence>' '<end_of_sentence>' '<think>' '</think>'
 check_family minimax_m2 minimax_m2.jinja ']~!b[' ']~b]' '[e~[' '<think>' '</think>' '<minimax:tool_call>' '</minimax:tool_call>'
-# The committed Text-01 model (trained by mmx train) carries the M2 template: messages stay
-# OpenAI-shaped for it (chat::template_reads_m1_messages), and the route still answers.
-serve_check "$SRC/models/text01-tiny" text01-trained
+# The committed trained models too (trained with the M2 tokenizer, then given their family's
+# tokens and template by `mmx family-tokens`; docs/models.md).
+check_dir "$SRC/models/m3-tiny" minimax_m3 minimax_m3.jinja ']<]minimax[>[' '<mm:think>' '</mm:think>' '<think>'
+check_dir "$SRC/models/text01-tiny" minimax_text01 minimax_m1.jinja '<begin_of_document>' '<beginning_of_sentence>' '<end_of_sentence>'
+check_dir "$SRC/models/m2-tiny" minimax_m2 minimax_m2.jinja ']~!b[' '[e~[' '<think>' '<minimax:tool_call>'
 echo "all families: their own template, its special tokens, and the OpenAI chat route answer"

@@ -58,5 +58,6 @@ void add_grad(CLI::App& app, Action& action);
 void add_probe(CLI::App& app, Action& action);           // cmd_probe.cpp: long-range retrieval probe           // cmd_grad.cpp: one batch's loss and gradients
 void add_train_tokenizer(CLI::App& app, Action& action);  // cmd_train_tokenizer.cpp: BPE training
 void add_convert(CLI::App& app, Action& action);          // cmd_convert.cpp: HF -> GGUF
+void add_family_tokens(CLI::App& app, Action& action);    // cmd_family_tokens.cpp
 
 }  // namespace mmx::cli

@@ -1,6 +1,6 @@
 // quant_bench: the decode GEMV on GGUF block-quantized weights (ops::matmul -> cpu/qgemv.cpp for
 // n < 32) against this machine's read bandwidth, for every type (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K;
-// also F16 and BF16 on request, cpu/gemv.cpp's 16-bit tiles),
+// also F16, BF16 and F8 (E4M3, 128x128 block scales) on request, cpu/gemv.cpp's tiles),
 // at the shapes that matter, [n_out, n_in]:
 //   [6144, 3072]    a fused projection
 //   [3072, 1536]    one MoE expert (the engine calls 8 per token per layer)
@@ -81,6 +81,11 @@ void fill_random_blocks(DType t, uint8_t* p, size_t bytes, uint64_t seed) {
     const uint16_t h = mmx::f32_to_f16((rng() & 1) ? ud(rng) : -ud(rng));
     std::memcpy(at, &h, 2);
   };
+  if (t == DType::kF8E4M3) {  // random codes but the NaNs (0x7f, 0xff)
+    for (size_t i = 0; i < bytes; ++i)
+      if ((p[i] & 0x7f) == 0x7f) p[i] = uint8_t(p[i] - 1);
+    return;
+  }
   if (t == DType::kF16 || t == DType::kBF16) {  // finite values in [-1, 1]
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
     auto* h = reinterpret_cast<uint16_t*>(p);
@@ -154,7 +159,8 @@ int main(int argc, char** argv) {
     const std::pair<const char*, DType> names[] = {{"Q8_0", DType::kQ8_0}, {"Q4_0", DType::kQ4_0},
                                                    {"Q4_K", DType::kQ4_K}, {"Q5_K", DType::kQ5_K},
                                                    {"Q6_K", DType::kQ6_K},
-                                                   {"F16", DType::kF16}, {"BF16", DType::kBF16}};
+                                                   {"F16", DType::kF16}, {"BF16", DType::kBF16},
+                                                   {"F8", DType::kF8E4M3}};
     bool ok = false;
     for (auto& [nm, t] : names)
       if (s == nm) types.push_back(t), ok = true;
@@ -185,9 +191,17 @@ int main(int argc, char** argv) {
       auto* arena = static_cast<uint8_t*>(std::aligned_alloc(4096, stride * size_t(copies)));
       fill_random_blocks(t, arena, bytes, 1234);
       for (int c = 1; c < copies; ++c) std::memcpy(arena + stride * size_t(c), arena, bytes);
+      // fp8: 128x128 block scales in [1/512, 1/16] (one set shared by all copies)
+      Buffer f8_scale(DType::kF32, {(sh.n_out + 127) / 128, (sh.n_in + 127) / 128});
+      {
+        std::mt19937_64 srng(99);
+        std::uniform_real_distribution<float> su(1.0f / 512, 1.0f / 16);
+        for (int64_t i = 0; i < f8_scale.t().numel(); ++i) f8_scale.f32()[i] = su(srng);
+      }
       auto linear = [&](int c) {
         ops::Linear l;
         l.w = Tensor(arena + stride * size_t(c), t, {sh.n_out, sh.n_in});
+        if (t == DType::kF8E4M3) l.scale = f8_scale.t();
         return l;
       };
       for (int n : ns) {

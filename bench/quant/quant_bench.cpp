@@ -13,6 +13,10 @@
 // (cpu::gemm on the same quantized weight: dequantized tiles, what matmul ran before qgemv).
 // Times are medians of individually timed calls. Nothing is asserted (benchmarks report).
 //   quant_bench [--reps 15] [--types Q4_K,Q6_K] [--shapes 0,1,2] [--no-gemm] [--no-hot]
+// --prefill: instead, the n >= 32 path (cpu/qgemm.cpp, int8) against the fp32 GEMM on dequantized
+// tiles (cpu/gemm.cpp) at n = 512 on [1536,3072], [3072,1536], [6144,3072], alternating old and new
+// call by call; reported: median GOP/s (2 n n_out n_in per call) by wall time and by process CPU
+// time (the figure to read on a shared machine at 1 thread), and new/old.
 #include <fmt/format.h>
 #include <immintrin.h>
 #include <omp.h>
@@ -21,6 +25,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <random>
 #include <string>
 #include <vector>
@@ -105,6 +110,55 @@ void fill_random_blocks(DType t, uint8_t* p, size_t bytes, uint64_t seed) {
   }
 }
 
+double cpu_now_s() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+// --prefill: old (cpu::gemm) vs new (cpu::qgemm) at n tokens, alternating, `reps` calls each.
+void prefill_ab(const std::vector<DType>& types, const std::vector<int>& ths, int n, int reps) {
+  struct PShape {
+    int64_t n_out, n_in;
+  };
+  const PShape shapes[] = {{1536, 3072}, {3072, 1536}, {6144, 3072}};
+  fmt::print("prefill n = {}: median GOP/s, old = fp32 GEMM on dequantized tiles, new = int8 qgemm\n", n);
+  fmt::print("{:<5} {:<13} {:>2} | {:>9} {:>9} {:>6} | {:>9} {:>9} {:>6}\n", "type", "[n_out,n_in]", "th",
+             "old wall", "new wall", "new/old", "old cpu", "new cpu", "new/old");
+  for (const PShape& sh : shapes)
+    for (DType t : types) {
+      const size_t bytes = mmx::dtype_row_bytes(t, sh.n_in) * size_t(sh.n_out);
+      auto* w = static_cast<uint8_t*>(std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096));
+      fill_random_blocks(t, w, bytes, 99);
+      ops::Linear l;
+      l.w = Tensor(w, t, {sh.n_out, sh.n_in});
+      Buffer x(DType::kF32, {n, sh.n_in}), y(DType::kF32, {n, sh.n_out});
+      std::mt19937_64 rng(7);
+      std::normal_distribution<float> nd(0.0f, 1.0f);
+      for (int64_t i = 0; i < n * sh.n_in; ++i) x.f32()[i] = nd(rng);
+      for (int nt : ths) {
+        ops::set_n_threads(nt);
+        std::vector<double> wall[2], cpu[2];
+        for (int r = -1; r < reps; ++r)
+          for (int v = 0; v < 2; ++v) {
+            const double w0 = mmx::now_s(), c0 = cpu_now_s();
+            if (v == 0) ops::cpu::gemm(x.t(), l, y.t());
+            else ops::cpu::qgemm(x.t(), l, y.t());
+            const double c1 = cpu_now_s(), w1 = mmx::now_s();
+            if (r >= 0) wall[v].push_back(w1 - w0), cpu[v].push_back(c1 - c0);  // r = -1: warm-up
+          }
+        const double gop = 2.0 * n * double(sh.n_out) * double(sh.n_in) / 1e9;
+        const double ow = gop / mmx::median(wall[0]), nw = gop / mmx::median(wall[1]);
+        const double oc = gop / mmx::median(cpu[0]), nc = gop / mmx::median(cpu[1]);
+        fmt::print("{:<5} {:<13} {:>2} | {:>9.1f} {:>9.1f} {:>6.2f}x | {:>9.1f} {:>9.1f} {:>6.2f}x\n",
+                   mmx::dtype_name(t), fmt::format("[{},{}]", sh.n_out, sh.n_in), nt, ow, nw, nw / ow, oc,
+                   nc, nc / oc);
+        std::fflush(stdout);
+      }
+      std::free(w);
+    }
+}
+
 struct Shape {
   int64_t n_out, n_in;
   const char* what;
@@ -131,7 +185,8 @@ int main(int argc, char** argv) {
   CLI::App app{"quant_bench: decode GEMV on GGUF quantized weights vs the read ceiling"};
   int reps = 15;
   std::string types_s = "Q8_0,Q4_0,Q4_K,Q5_K,Q6_K", shapes_s = "0,1,2", ns_s = "1,4,8", th_s = "1,2";
-  bool no_gemm = false, no_hot = false, quantize = false;
+  bool no_gemm = false, no_hot = false, quantize = false, prefill = false;
+  int prefill_n = 512;
   app.add_option("--reps", reps, "timed calls per measurement (at least)");
   app.add_option("--types", types_s, "comma-separated GGUF types");
   app.add_option("--shapes", shapes_s,
@@ -141,6 +196,8 @@ int main(int argc, char** argv) {
   app.add_flag("--no-gemm", no_gemm, "skip the fp32 GEMM baseline");
   app.add_flag("--no-hot", no_hot, "skip the cache-hot column");
   app.add_flag("--quantize", quantize, "also time ops::quantize (f32 -> each type; the converter's cost)");
+  app.add_flag("--prefill", prefill, "n >= 32: int8 qgemm vs the fp32 GEMM, alternating (see the header)");
+  app.add_option("--prefill-n", prefill_n, "tokens for --prefill");
   CLI11_PARSE(app, argc, argv);
   auto split = [](const std::string& s) {
     std::vector<std::string> out;
@@ -171,6 +228,11 @@ int main(int argc, char** argv) {
   for (const auto& s : split(ns_s)) ns.push_back(std::atoi(s.c_str()));
   for (const auto& s : split(shapes_s)) shapes.push_back(std::atoi(s.c_str()));
 
+  if (prefill) {
+    prefill_ab(types, ths, prefill_n, reps);
+    ops::set_n_threads(0);
+    return 0;
+  }
   constexpr size_t kGiB = size_t(1) << 30;
   std::vector<double> ceiling(64, 0.0);
   for (int nt : ths) {

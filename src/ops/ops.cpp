@@ -40,8 +40,10 @@ void matmul(const Tensor& x, const Linear& w, Tensor& y) {
     return;
   }
   if (use_ref()) return ref::matmul(x, w, y);
-  if (x.dim(0) >= cpu::kGemmMinN) cpu::gemm(x, w, y);
-  else if (dtype_is_quant(w.w.dtype)) cpu::qgemv(x, w, y);
+  if (x.dim(0) >= cpu::kGemmMinN) {
+    if (dtype_is_quant(w.w.dtype)) cpu::qgemm(x, w, y);  // int8, same bits as qgemv
+    else cpu::gemm(x, w, y);
+  } else if (dtype_is_quant(w.w.dtype)) cpu::qgemv(x, w, y);
   else cpu::gemv(x, w, y);
 }
 

@@ -48,6 +48,8 @@ Backend backend();
 // y = x · Wᵀ.  x: [n, n_in] F32; y: [n, n_out] F32. n == 1 is the decode GEMV.
 // Fast path (cpu/gemv.cpp, cpu/gemm.cpp): n < 32 streams W once with on-the-fly conversion, and
 // a token's row of y has the same bits whatever else is in the batch; n >= 32 is a packed GEMM.
+// GGUF block-quantized W: cpu/qgemv.cpp (n < 32) and cpu/qgemm.cpp (n >= 32) in int8, with the
+// same bits for a token's row at any n (prefill and decode agree exactly).
 // Output is bitwise independent of n_threads(). F8E4M3 weights must not contain the NaN codes
 // 0x7f/0xff (they decode as finite numbers here), and the GEMV reads subnormal fp8 codes as
 // 0 if the caller has turned on DAZ (denormals-are-zero, e.g. a -ffast-math main).

@@ -84,6 +84,9 @@ size_t qacts_floats(int64_t n_in);           // floats one token's QActs occupie
 QActs qacts_view(float* mem, int64_t n_in);  // mem: 32-byte aligned, qacts_floats(n_in) floats
 void quantize_acts(const float* x, int64_t n_in, const QActs& out);
 void qgemv(const Tensor& x, const Linear& w, Tensor& y);  // x: [n < kGemmMinN, n_in] F32; y: [n, n_out]
+// ---- qgemm.cpp: the same types for n >= kGemmMinN: int8 panels unpacked once for all tokens;
+// every y element has the bits qgemv would give it (same QActs, same f32 steps per output).
+void qgemm(const Tensor& x, const Linear& w, Tensor& y);  // x: [n, n_in] F32; y: [n, n_out]
 
 // ---- elementwise.cpp ----
 void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& y);

@@ -1,4 +1,5 @@
-// Matmul for n >= kGemmMinN (prefill, MoE expert batches): y[n, n_out] = x[n, n_in] · Wᵀ.
+// Matmul for n >= kGemmMinN (prefill, MoE expert batches): y[n, n_out] = x[n, n_in] · Wᵀ, for
+// unquantized weights (F32/F16/BF16/F8E4M3; GGUF block-quantized ones go to qgemm.cpp).
 //
 // Blocking (BLIS-style, sized for a 32 KiB L1 / 512 KiB L2 core):
 //   task     = kPanels·kNr = 64 output columns × a block of tokens; tasks are spread over threads;

@@ -3,6 +3,9 @@
 // cache with a shuffled block table. Prints markdown tables; asserts nothing.
 //   1. decode step (1 query at position T-1): MSA (msa_index_select + attention_block_sparse) vs
 //      dense paged attention (attention_dense_paged), per context T; the indexer's share of MSA;
+//   1b. dense paged decode at M2 (48/8 heads) and M3 (64/4) shapes, 8K..128K, each run started
+//      with cold caches (as in a model's decode step, where the weights stream through between two
+//      calls of a layer): ms, K+V GB/s and fp32 GFMA/s, to set against `mmx bench peak`;
 //   2. chunked prefill: a chunk of C queries at T-C .. T-1 (the marginal cost per prompt token at
 //      context T), MSA vs dense;
 //   3. retrieval: random keys plus "needle" tokens planted far back whose index key and main keys
@@ -73,6 +76,32 @@ double median_ms(int reps, F&& f) {
   f();  // warm-up
   std::vector<double> t;
   for (int r = 0; r < reps; ++r) {
+    const double t0 = now_ms();
+    f();
+    t.push_back(now_ms() - t0);
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+// Evicts the caches: reads a buffer several times the size of any last-level cache, as the
+// weights streaming through a real decode step do between two calls of one layer's attention.
+void evict_caches() {
+  static std::vector<float> junk(size_t(64) << 20, 1.0f);  // 256 MiB
+  static volatile float sink = 0;
+  float a = 0;
+#pragma omp parallel for reduction(+ : a) schedule(static)
+  for (int64_t e = 0; e < int64_t(junk.size()); e += 16) a += junk[size_t(e)];
+  sink = sink + a;
+}
+
+// Median of `reps` runs of f (after one warm-up run), each started with cold caches.
+template <class F>
+double cold_median_ms(int reps, F&& f) {
+  f();
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    evict_caches();
     const double t0 = now_ms();
     f();
     t.push_back(now_ms() - t0);
@@ -166,6 +195,52 @@ int main(int argc, char** argv) {
                  100.0 * t_idx / t_msa);
     }
     if (msa16 > 0) fmt::print("\n(MSA total at 16K: {:.3f} ms; growth beyond it is the O(T) indexer scan.)\n", msa16);
+    fmt::print("\n");
+  }
+
+  // ---- 1b. dense decode at M2 / M3 shapes (every full-attention layer runs this) ----
+  // One query over T keys of one layer; pages in the decode table's dtype. GB/s counts the K+V
+  // bytes read, GFMA/s the 2 · n_heads · head_dim fp32 FMAs per key (q·k and p·v).
+  {
+    struct Shape { const char* name; int64_t heads, kv_heads; };
+    fmt::print("### Dense paged decode, one layer, {} pages: ms per token (K+V read GB/s, fp32 GFMA/s)\n\n",
+               kv_bf16 ? "BF16" : "F32");
+    fmt::print("| shape | 8K | 32K | 128K |\n|---|---|---|---|\n");
+    for (const Shape& sh : {Shape{"M2 48/8 x 128", 48, 8}, Shape{"M3 64/4 x 128", 64, 4}}) {
+      const int64_t esz = kv_bf16 ? 2 : 4;
+      const int64_t T_max = std::min<int64_t>(max_ctx, 131072);
+      const int64_t np = (T_max + kB - 1) / kB;
+      Buffer k2(kv_bf16 ? DType::kBF16 : DType::kF32, {np, kB, sh.kv_heads, kHeadDim});
+      Buffer v2(kv_bf16 ? DType::kBF16 : DType::kF32, {np, kB, sh.kv_heads, kHeadDim});
+      std::vector<float> tmp(size_t(k2.t().numel()));
+      for (Buffer* b : {&k2, &v2}) {
+        fill_unit(tmp.data(), int64_t(tmp.size()), b == &k2 ? 21 : 22);
+        for (size_t e = 0; e < tmp.size(); ++e) {
+          if (kv_bf16) b->t().ptr<uint16_t>()[e] = mmx::f32_to_bf16(tmp[e]);
+          else b->f32()[e] = tmp[e];
+        }
+      }
+      Buffer bt2(DType::kI32, {np});
+      std::vector<int32_t> pm(static_cast<size_t>(np));
+      std::iota(pm.begin(), pm.end(), 0);
+      std::shuffle(pm.begin(), pm.end(), std::mt19937_64(23));
+      std::copy(pm.begin(), pm.end(), bt2.t().ptr<int32_t>());
+      Buffer q(DType::kF32, {1, sh.heads, kHeadDim}), out(DType::kF32, {1, sh.heads, kHeadDim});
+      fill_unit(q.f32(), q.t().numel(), 24);
+      fmt::print("| {} |", sh.name);
+      for (int64_t T : {int64_t(8192), int64_t(32768), int64_t(131072)}) {
+        if (T > T_max) {
+          fmt::print(" |");
+          continue;
+        }
+        Buffer pos = positions(T - 1, 1);
+        const double t = cold_median_ms(reps, [&] { ops::attention_dense_paged(q, k2, v2, bt2, pos, T, scale, out.t()); });
+        const double bytes = double(T * sh.kv_heads * kHeadDim * 2 * esz);
+        const double fmas = double(T * sh.heads * kHeadDim * 2);
+        fmt::print(" {:.3f} ({:.1f} GB/s, {:.1f} GFMA/s) |", t, bytes / t / 1e6, fmas / t / 1e6);
+      }
+      fmt::print("\n");
+    }
     fmt::print("\n");
   }
 

@@ -13,15 +13,7 @@
 //   A block's score is a max of per-key dots, each computed the same way whatever task, slot or
 //   lane it lands in, so the result is bitwise independent of the thread count and tiling.
 //
-// paged_attention / attention_block_sparse, one task = (query, KV head), all its query heads:
-//   the visible blocks in ascending id order (sparse: the selected ids sorted, so the slot order
-//   never matters; dense: 0..⌊p/B⌋) form one key list of whole page rows; then
-//   1. scores[h][t] = scale · q_h·k_t, 2 heads × 4 keys per kernel call;
-//   2. two-pass fp32 softmax per head (vector exp, fixed-order sum);
-//   3. out_h = Σ_t p_ht v_t / Σ_t p_ht, register-tiled over ≤ 6 heads × 16 channels per block of
-//      kKeyBlock keys (partials parked in `out`, so each output element is one sequential FMA
-//      chain over t).
-//   Dense == sparse with every visible block selected, bit for bit (same key list, same code).
+// The paged attention itself (dense and block-sparse) is in cpu/paged_attention.cpp.
 //
 // KV and index-key pages are F32 or BF16 (the KV cache's dtype): every kernel that reads a page
 // row is a template on the row's element type, and a BF16 row is widened to fp32 as it is loaded
@@ -30,8 +22,7 @@
 // (the scalar tails of head dims not a multiple of 8 use an explicit fma, so that both
 // instantiations round alike whatever the compiler would contract).
 //
-// Not here: splitting one query's keys over threads (flash-decoding; decode has n_kv_heads tasks
-// per query), tiling several queries over shared pages in prefill, fp8 KV.
+// Not here: fp8 index keys (the release stores them as E4M3, 128 B per token).
 #include "ops/cpu/msa.h"
 
 #include <omp.h>
@@ -53,11 +44,6 @@ namespace {
 constexpr int64_t kQueryChunk = 64;  // queries whose block scores are held at once
 constexpr int64_t kRowTile = 8;      // (query, index head) rows per scoring task
 constexpr int64_t kBlockChunk = 16;  // blocks per scoring task
-// Keys per P·V block. A KV head's rows sit n_kv_heads·head_dim floats apart (2 KiB for M3), so
-// the same 64-byte column chunk of many rows maps to only two L1 sets: 8 rows × 8 chunks spread
-// over 16 sets, 4 lines each (measured: 8 keys ~1.8x faster than 64 for 2048 keys).
-constexpr int64_t kKeyBlock = 8;
-constexpr int kPvHeads = 6;          // heads per P·V tile
 
 // 8 / 1 page values from a row of F32 or BF16, as fp32 (exact).
 inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
@@ -212,154 +198,6 @@ void select_row(const float* s, int64_t nvis, int64_t K, int32_t* out) {
   out[cap] = int32_t(nvis - 1);
 }
 
-// ---- attention ----
-
-
-// o[m][c, c + 8·NV) (+)= Σ_{t in [t0, t1)} p[m][t] · vr[t][c, c + 8·NV) for m < MR.
-template <int MR, int NV, typename VT>
-inline void pv_tile(const float* const* p, const VT* const* vr, int64_t t0, int64_t t1,
-                    int64_t c, float* const* o, bool accumulate) {
-  __m256 acc[MR][NV];
-#pragma GCC unroll 8
-  for (int m = 0; m < MR; ++m)
-#pragma GCC unroll 2
-    for (int u = 0; u < NV; ++u)
-      acc[m][u] = accumulate ? _mm256_loadu_ps(o[m] + c + 8 * u) : _mm256_setzero_ps();
-  for (int64_t t = t0; t < t1; ++t) {
-    __m256 vv[NV];
-#pragma GCC unroll 2
-    for (int u = 0; u < NV; ++u) vv[u] = load8(vr[t] + c + 8 * u);
-#pragma GCC unroll 8
-    for (int m = 0; m < MR; ++m) {
-      const __m256 pm = _mm256_broadcast_ss(p[m] + t);
-#pragma GCC unroll 2
-      for (int u = 0; u < NV; ++u) acc[m][u] = _mm256_fmadd_ps(pm, vv[u], acc[m][u]);
-    }
-  }
-#pragma GCC unroll 8
-  for (int m = 0; m < MR; ++m)
-#pragma GCC unroll 2
-    for (int u = 0; u < NV; ++u) _mm256_storeu_ps(o[m] + c + 8 * u, acc[m][u]);
-}
-
-template <int MR, typename VT>
-void pv_heads(const float* const* p, const VT* const* vr, int64_t t0, int64_t t1, int64_t d,
-              float* const* o, bool accumulate) {
-  int64_t c = 0;
-  for (; c + 16 <= d; c += 16) pv_tile<MR, 2>(p, vr, t0, t1, c, o, accumulate);
-  if (c + 8 <= d) {
-    pv_tile<MR, 1>(p, vr, t0, t1, c, o, accumulate);
-    c += 8;
-  }
-  for (; c < d; ++c)
-    for (int m = 0; m < MR; ++m) {
-      float a = accumulate ? o[m][c] : 0.0f;
-      for (int64_t t = t0; t < t1; ++t) a = std::fma(p[m][t], load1(vr[t][c]), a);
-      o[m][c] = a;
-    }
-}
-
-// Every 64-byte line of one page row of d elements (K or V of one head at one token). A head's
-// row is d elements out of every n_kv_heads·d in the page, a stride the hardware prefetchers
-// follow late: the scan asks for the rows kPrefetchKeys ahead itself.
-constexpr int64_t kPrefetchKeys = 16;
-template <typename T>
-inline void prefetch_row(const T* r, int64_t d) {
-  const char* p = reinterpret_cast<const char*>(r);
-  for (int64_t b = 0; b < d * int64_t(sizeof(T)); b += 64) _mm_prefetch(p + b, _MM_HINT_T0);
-}
-
-// Softmax attention of the query heads q[0, nh) (rows of d) over the keys kr[0, n) / vr[0, n);
-// writes o[0, nh) (rows of d, contiguous). T: the page rows' element type (float or bf16 bits).
-template <typename T>
-void attend(const float* q, int64_t nh, const T* const* kr, const T* const* vr, int64_t n,
-            int64_t d, float scale, float* o) {
-  // [nh][ns]: rows padded to an odd number of 64-byte lines, so the nh rows do not all map to
-  // the same L1 sets (a row stride of a multiple of 4 KiB would, for n = 2048).
-  const int64_t ns = (n + 15) / 16 * 16 + ((n + 15) / 16 % 2 == 0 ? 16 : 0);
-  float* scores = scratch(0, size_t(nh * ns));
-  float* inv_sum = scratch(1, size_t(nh));
-  const __m128 sc = _mm_set1_ps(scale);
-  // 1. scores
-  for (int64_t t0 = 0; t0 < n; t0 += 4) {
-    for (int64_t u = t0 + kPrefetchKeys; u < std::min(n, t0 + kPrefetchKeys + 4); ++u) prefetch_row(kr[u], d);
-    const T* kp[4];
-    for (int u = 0; u < 4; ++u) kp[u] = kr[std::min(t0 + u, n - 1)];
-    const bool full = t0 + 4 <= n;
-    auto put = [&](int64_t h, __m128 v) {
-      v = _mm_mul_ps(v, sc);
-      if (full) {
-        _mm_storeu_ps(scores + h * ns + t0, v);
-      } else {
-        alignas(16) float t[4];
-        _mm_store_ps(t, v);
-        for (int64_t u = 0; t0 + u < n; ++u) scores[h * ns + t0 + u] = t[u];
-      }
-    };
-    int64_t h = 0;
-    for (; h + 2 <= nh; h += 2) {
-      const float* qq[2] = {q + h * d, q + (h + 1) * d};
-      __m128 r[2];
-      dots4<2>(qq, kp, d, r);
-      put(h, r[0]);
-      put(h + 1, r[1]);
-    }
-    if (h < nh) {
-      const float* qq[1] = {q + h * d};
-      __m128 r[1];
-      dots4<1>(qq, kp, d, r);
-      put(h, r[0]);
-    }
-  }
-  // 2. softmax
-  for (int64_t h = 0; h < nh; ++h) inv_sum[h] = softmax_inplace(scores + h * ns, n);
-  // 3. P·V
-  for (int64_t t0 = 0; t0 < n; t0 += kKeyBlock) {
-    const int64_t t1 = std::min(n, t0 + kKeyBlock);
-    for (int64_t u = t0 + kPrefetchKeys; u < std::min(n, t1 + kPrefetchKeys); ++u) prefetch_row(vr[u], d);
-    for (int64_t h0 = 0; h0 < nh; h0 += kPvHeads) {
-      const int mr = int(std::min<int64_t>(kPvHeads, nh - h0));
-      const float* p[kPvHeads];
-      float* om[kPvHeads];
-      for (int m = 0; m < mr; ++m) {
-        p[m] = scores + (h0 + m) * ns;
-        om[m] = o + (h0 + m) * d;
-      }
-      const bool acc = t0 > 0;
-      switch (mr) {
-        case 6: pv_heads<6>(p, vr, t0, t1, d, om, acc); break;
-        case 5: pv_heads<5>(p, vr, t0, t1, d, om, acc); break;
-        case 4: pv_heads<4>(p, vr, t0, t1, d, om, acc); break;
-        case 3: pv_heads<3>(p, vr, t0, t1, d, om, acc); break;
-        case 2: pv_heads<2>(p, vr, t0, t1, d, om, acc); break;
-        default: pv_heads<1>(p, vr, t0, t1, d, om, acc); break;
-      }
-    }
-  }
-  for (int64_t h = 0; h < nh; ++h) {
-    float* oh = o + h * d;
-    const __m256 iv = _mm256_set1_ps(inv_sum[h]);
-    int64_t c = 0;
-    for (; c + 8 <= d; c += 8) _mm256_storeu_ps(oh + c, _mm256_mul_ps(_mm256_loadu_ps(oh + c), iv));
-    for (; c < d; ++c) oh[c] *= inv_sum[h];
-  }
-}
-
-// The visible blocks of query (i, group g) in ascending order: all of 0..⌊p/B⌋ (dense) or the
-// selected ids, sorted.
-void blocks_of(const Tensor& selected, int64_t g, int64_t i, int64_t n_q, int64_t local,
-               std::vector<int32_t>& blocks) {
-  blocks.clear();
-  if (selected.ndim == 0) {
-    for (int64_t b = 0; b <= local; ++b) blocks.push_back(int32_t(b));
-    return;
-  }
-  const int64_t K = selected.dim(2);
-  const int32_t* s = selected.ptr<int32_t>() + (g * n_q + i) * K;
-  for (int64_t a = 0; a < K && s[a] >= 0; ++a) blocks.push_back(s[a]);
-  std::sort(blocks.begin(), blocks.end());
-}
-
 }  // namespace
 
 void msa_index_select(const Tensor& iq, const Tensor& ik_pages, const Tensor& block_table,
@@ -412,54 +250,6 @@ void msa_index_select(const Tensor& iq, const Tensor& ik_pages, const Tensor& bl
       }
     }
   }
-}
-
-namespace {
-
-// paged_attention over pages of element type T (float, or uint16_t holding bf16).
-template <typename T>
-void attention_paged_t(const Tensor& q, const T* k_pages_p, const T* v_pages_p, const Tensor& k_pages,
-                       const Tensor& block_table, const Tensor& positions, const Tensor& selected,
-                       float scale, Tensor& out) {
-  const int64_t n_q = q.dim(0), n_heads = q.dim(1), d = q.dim(2);
-  const int64_t B = k_pages.dim(1), n_kvh = k_pages.dim(2), group = n_heads / n_kvh;
-  const int64_t row = n_kvh * d, page = B * row;  // floats between tokens / pages
-  const int32_t* bt = block_table.ptr<int32_t>();
-  const int32_t* pos = positions.ptr<int32_t>();
-  const int64_t n_tasks = n_q * n_kvh;
-  const int nt = threads();
-#pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (n_tasks > 1)
-  for (int64_t task = 0; task < n_tasks; ++task) {
-    const int64_t i = task / n_kvh, g = task % n_kvh, p = pos[i];
-    thread_local std::vector<int32_t> blocks;
-    thread_local std::vector<const T*> kr, vr;
-    blocks_of(selected, g, i, n_q, p / B, blocks);
-    kr.clear();
-    vr.clear();
-    for (int32_t b : blocks) {
-      const int64_t n_b = std::min(B, p - int64_t(b) * B + 1);
-      const T* kb = k_pages_p + int64_t(bt[b]) * page + g * d;
-      const T* vb = v_pages_p + int64_t(bt[b]) * page + g * d;
-      for (int64_t t = 0; t < n_b; ++t) {
-        kr.push_back(kb + t * row);
-        vr.push_back(vb + t * row);
-      }
-    }
-    attend(q.f32() + (i * n_heads + g * group) * d, group, kr.data(), vr.data(), int64_t(kr.size()),
-           d, scale, out.f32() + (i * n_heads + g * group) * d);
-  }
-}
-
-}  // namespace
-
-void paged_attention(const Tensor& q, const Tensor& k_pages, const Tensor& v_pages,
-                     const Tensor& block_table, const Tensor& positions, const Tensor& selected,
-                     float scale, Tensor& out) {
-  if (k_pages.dtype == DType::kBF16)
-    return attention_paged_t(q, k_pages.ptr<uint16_t>(), v_pages.ptr<uint16_t>(), k_pages,
-                             block_table, positions, selected, scale, out);
-  attention_paged_t(q, k_pages.f32(), v_pages.f32(), k_pages, block_table, positions, selected,
-                    scale, out);
 }
 
 void msa_selection_stats(const Tensor& q, const Tensor& k_pages, const Tensor& block_table,

@@ -1,6 +1,6 @@
 // Private declarations of the paged-attention / MSA op family (public contracts: ops/ops.h).
-//   * mmx::ops::cpu::msa_* — the fast CPU implementations (cpu/msa.cpp); they assume valid
-//     arguments.
+//   * mmx::ops::cpu::msa_* — the fast CPU implementations (cpu/msa.cpp; paged_attention in
+//     cpu/paged_attention.cpp); they assume valid arguments.
 #pragma once
 
 #include <cstdint>

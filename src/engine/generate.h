@@ -18,7 +18,7 @@ struct GenerateStats {
 
 struct GenerateOptions {
   int64_t n_valid_vocab = 0;  // > 0: never sample ids >= this (padded lm_head rows; spec §6.1)
-  DType kv_dtype = DType::kF32;
+  DType kv_dtype = DType::kBF16;  // K/V page storage (docs/numerics.md "BF16 KV pages"); kF32 = exact K/V
   int64_t max_batch_tokens = 0;  // prefill chunk (0 = the whole prompt in one step)
 };
 

@@ -98,7 +98,7 @@ def check_dtype(mmx, work, dtype):
         res["why"].append(f"logits: rel {res['rel']:.3e} > {REL_TOL:.0e} (worst position {pos})")
 
     r = run([mmx, "generate", "-m", d, "--ids", GREEDY_PROMPT, "-n", str(GREEDY_N),
-             "--temp", "0", "--ignore-eos"], "mmx generate")
+             "--temp", "0", "--ignore-eos", "--kv-dtype", "f32"], "mmx generate")
     mmx_toks = parse_id_line(r.stdout, GREEDY_N, "mmx generate")
     r = run([PY, REF, "-m", d, "--ids", GREEDY_PROMPT, "--greedy", str(GREEDY_N)],
             "reference greedy")

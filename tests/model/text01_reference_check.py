@@ -141,7 +141,7 @@ def check_case(mmx, work, case, flags):
                               f"first bad position {int(bad[0])}")
 
     r = run([mmx, "generate", "-m", d, "--ids", GREEDY_PROMPT, "-n", str(GREEDY_N),
-             "--temp", "0", "--ignore-eos"], "mmx generate")
+             "--temp", "0", "--ignore-eos", "--kv-dtype", "f32"], "mmx generate")
     mmx_toks = parse_id_line(r.stdout, GREEDY_N, "mmx generate")
     r = run([PY, REF, "-m", d, "--ids", GREEDY_PROMPT, "--greedy", str(GREEDY_N)],
             "reference greedy")

@@ -34,7 +34,7 @@ std::atomic<bool> g_stop{false};
 void on_signal(int) { g_stop = true; }
 
 struct Opts {
-  std::string model, host = "127.0.0.1", reasoning_format = "auto", served_name, kv_dtype = "f32", chat_template;
+  std::string model, host = "127.0.0.1", reasoning_format = "auto", served_name, kv_dtype = "bf16", chat_template;
   int port = 8080, threads = 0;
   LoadOptions load;
   EngineOptions engine;  // what the engine owns: budgets and queue limits (passed through)

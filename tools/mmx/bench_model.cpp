@@ -85,7 +85,7 @@ Rss read_rss() {
 }
 
 struct ModelOpts {
-  std::string model, kv_dtype = "f32";
+  std::string model, kv_dtype = "bf16";
   int prompt = 64, gen = 16, reps = 5, threads = 0, ctx = 0;
   bool peak = true, json = false;
 };

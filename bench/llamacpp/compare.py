@@ -6,7 +6,7 @@ of prefill (pp) and decode (tg) tokens/s, the ratio mmx / llama.cpp, and mmx's d
 a fraction of the read ceiling: the best read kernel of `mmx bench model`, measured in every mmx
 round, and the best of those (a shared machine's bandwidth varies from minute to minute; the ceiling
 is what it showed at its best during the comparison, so no figure can exceed it)."""
-import argparse, json, os, statistics, subprocess, sys, time
+import argparse, json, os, shlex, statistics, subprocess, sys, time
 
 
 def find_llama_bench(d):
@@ -34,9 +34,9 @@ def llama_round(exe, path, a, depth):
     return (pp[0] if pp else None), tg[0]
 
 
-def mmx_round(exe, path, a, depth):
+def mmx_round(exe, path, a, depth, extra):
     cmd = [exe, "bench", "model", "-m", path, "-t", str(a.threads), "-r", "1", "--json",
-           "-p", str(a.prompt if depth == 0 else 16), "-n", str(a.gen), "--kv-dtype", a.kv_dtype]
+           "-p", str(a.prompt if depth == 0 else 16), "-n", str(a.gen), "--kv-dtype", a.kv_dtype] + extra
     if depth > 0:
         cmd += ["--ctx", str(depth)]
     return json.loads(run(cmd).strip().splitlines()[-1])
@@ -62,12 +62,15 @@ def main():
     rows, everything = [], []
     ceiling = None
     for e in a.entries:
-        if "=" in e:
-            label, pair = e.split("=", 1)
-            lpath, mpath = pair.split(",", 1)
+        extra = []
+        if "=" in e:  # LABEL=LLAMA_FILE,MMX_PATH[,MMX_ARGS]
+            label, rest = e.split("=", 1)
+            parts = rest.split(",", 2)
+            lpath, mpath = parts[0], parts[1]
+            extra = shlex.split(parts[2]) if len(parts) > 2 else []
         else:
             label, lpath, mpath = os.path.basename(e), e, e
-        res = {"label": label, "llama": lpath, "mmx": mpath, "rounds": []}
+        res = {"label": label, "llama": lpath, "mmx": mpath, "mmx_args": extra, "rounds": []}
         for r in range(a.rounds):
             order = ("llama", "mmx") if r % 2 == 0 else ("mmx", "llama")
             rec = {}
@@ -76,7 +79,7 @@ def main():
                 if who == "llama":
                     rec["llama_pp"], rec["llama_tg"] = llama_round(exe, lpath, a, a.depth)
                 else:
-                    j = mmx_round(a.mmx, mpath, a, a.depth)
+                    j = mmx_round(a.mmx, mpath, a, a.depth, extra)
                     ceiling = max(ceiling or 0.0, j["bw_ceiling_gb_s"])
                     rec["mmx_pp"], rec["mmx_tg"] = j["prefill_tok_s"], j["decode_tok_s"]
                     rec["mmx_gb_s"] = j["decode_gb_s"]

@@ -5,8 +5,9 @@
 # point LLAMA_CPP_DIR at the folder holding bin/llama-bench (or build/bin/llama-bench).
 #
 #   LLAMA_CPP_DIR=~/llama.cpp/build bench/llamacpp/compare.sh [options] ENTRY...
-#   ENTRY: FILE.gguf (both engines run it) or LABEL=LLAMA_FILE.gguf,MMX_PATH (different inputs,
-#          e.g. our FP8 HF checkpoint beside llama.cpp's Q8_0 of the same weights)
+#   ENTRY: FILE.gguf (both engines run it) or LABEL=LLAMA_FILE.gguf,MMX_PATH[,MMX_ARGS] (different
+#          inputs, e.g. our FP8 HF checkpoint beside llama.cpp's Q8_0 of the same weights; MMX_ARGS
+#          are extra `mmx bench model` flags, e.g. "--lm-head-type q8_0")
 #   options (passed to compare.py): --threads 2 --prompt 512 --gen 32 --rounds 5 --depth 0
 #          --mmx build/tools/mmx --out results.json --md table.md
 set -euo pipefail

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -79,6 +80,11 @@ struct LoadOptions {
   // CPU path 64 measured ~1.5x faster than the config's 256, whose scratch exceeds L2
   // (bench/lightning, block sweep); the block changes rounding only (spec §3.5 step 4).
   int lightning_block = 0;
+  // Set: the lm_head is re-encoded at load in this type (F16, BF16 or a GGUF block type such as
+  // Q8_0), as llama.cpp's converter stores the output matrix of a Q8_0 file. The official FP8
+  // checkpoints ship a BF16 lm_head: [200064, 3072] is 1.2 GB read per decoded token, as much as
+  // the active experts of a few layers. Changes the logits within that type's error.
+  std::optional<DType> lm_head_dtype;
 };
 
 // Loads DIR (config.json + safetensors). progress(done, total) may be null.

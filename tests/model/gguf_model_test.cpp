@@ -156,6 +156,29 @@ TEST(GgufModel, QuantizedLogitsWithinTheirFormatsError) {
   }
 }
 
+// --lm-head-type: the checkpoint with only its lm_head re-encoded at load sits between the BF16
+// model and the all-Q8_0 file (whose output matrix the same quantizer wrote): KL > 0 (it took
+// effect) and below the whole file's. A type whose block does not divide the rows is refused.
+TEST(GgufModel, LmHeadReencodedAtLoad) {
+  auto a = load_model(kTiny);
+  const Buffer la = prefill_logits(*a, prompt(), 0);
+  LoadOptions o;
+  o.lm_head_dtype = DType::kQ8_0;
+  auto h = load_model(kTiny, nullptr, o);
+  const double kl_head = mean_kl(la, prefill_logits(*h, prompt(), 0));
+  const double kl_file = mean_kl(la, prefill_logits(*load_model(converted(GgufTarget::kQ8_0)), prompt(), 0));
+  std::printf("lm_head q8_0: mean KL vs bf16 %.3g (the whole Q8_0 file: %.3g)\n", kl_head, kl_file);
+  EXPECT_GT(kl_head, 0.0);
+  EXPECT_LT(kl_head, kl_file);
+  o.lm_head_dtype = DType::kQ4_K;  // blocks of 256, rows of 128
+  try {
+    load_model(kTiny, nullptr, o);
+    ADD_FAILURE() << "a Q4_K lm_head of 128-wide rows was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not a multiple of its block"), std::string::npos) << e.what();
+  }
+}
+
 // Prefill of a long prompt (>= 32 rows: the int8 GEMM, cpu/qgemm.cpp) vs decoding it token by
 // token (the int8 GEMV): every matmul output has the same bits on both paths, so only the other
 // ops' prefill/decode differences remain (measured mean KL 6.2e-6 for Q8_0, 7e-14 for Q4_K_M).

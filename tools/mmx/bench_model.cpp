@@ -88,6 +88,7 @@ struct ModelOpts {
   std::string model, kv_dtype = "bf16";
   int prompt = 64, gen = 16, reps = 5, threads = 0, ctx = 0;
   bool peak = true, json = false;
+  LoadOptions load;
 };
 
 // Feeds ids[from, to) into kv in chunks of at most 512 tokens (untimed set-up).
@@ -115,7 +116,7 @@ void bench_model(const ModelOpts& o) {
   ops::set_n_threads(o.threads);
   const int nt = ops::n_threads();
   const DType kv_dtype = o.kv_dtype == "bf16" ? DType::kBF16 : DType::kF32;
-  auto model = load_model(o.model, progress_bar);
+  auto model = load_model(o.model, progress_bar, o.load);
   const Rss rss_loaded = read_rss();
   const ModelConfig& c = model->config();
   const TokenCost tc = token_cost(o.model, c, kv_dtype);
@@ -271,6 +272,7 @@ void add_bench_model(CLI::App* bench, Action& action) {
   m->add_option("-r,--reps", o->reps, "Repetitions (the median is reported)")
       ->capture_default_str()->check(CLI::Range(1, 1000));
   m->add_option("-t,--threads", o->threads, "Threads (0 = all cores)");
+  add_load_options(m, &o->load);
   m->add_option("--kv-dtype", o->kv_dtype, "K/V page storage")->capture_default_str()->check(
       CLI::IsMember({"f32", "bf16"}));
   m->add_flag("--json", o->json, "End with one JSON line (medians, ceilings, per-op ms, RSS)");

@@ -2,6 +2,7 @@
 
 #include "fixtures/tiny.h"
 
+#include <map>
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -83,6 +84,19 @@ void add_load_options(CLI::App* c, LoadOptions* o) {
                 "Lightning attention: chunk length of the blockwise prefill (default: the config's "
                 "block capped at 64, the fastest here). Changes rounding only")
       ->check(CLI::Range(1, 1 << 16));
+  static const std::map<std::string, DType> kTypes = {{"f16", DType::kF16},   {"bf16", DType::kBF16}, {"q8_0", DType::kQ8_0},
+                                                      {"q4_0", DType::kQ4_0}, {"q4_k", DType::kQ4_K}, {"q5_k", DType::kQ5_K},
+                                                      {"q6_k", DType::kQ6_K}};
+  c->add_option_function<std::string>(
+       "--lm-head-type",
+       [o](const std::string& s) {
+         const auto it = kTypes.find(s);
+         if (it == kTypes.end()) throw CLI::ValidationError("--lm-head-type", "choose f16, bf16, q8_0, q4_0, q4_k, q5_k or q6_k");
+         o->lm_head_dtype = it->second;
+       },
+       "Re-encode the lm_head at load (f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k), as llama.cpp stores the output "
+       "matrix of a quantized file: the official FP8 checkpoints' BF16 lm_head is 1.2 GB read per token. "
+       "Changes the logits within that type's error");
 }
 
 void add_shape_options(CLI::App* c, TinyOptions* o, bool with_vocab) {

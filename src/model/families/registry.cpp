@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "base/error.h"
+#include "ops/ops.h"
 
 namespace mmx {
 
@@ -58,12 +59,34 @@ void fill_chunk_positions(std::span<const SeqChunk> chunks, Tensor& positions) {
     for (int64_t i = 0; i < ch.n; ++i) p[ch.begin + i] = int32_t(ch.kv->n_past() + i);
 }
 
+namespace {
+// LoadOptions::lm_head_dtype: the lm_head dequantized and re-encoded in chunks of rows into a copy
+// the weights own (the mapped original is not read again).
+void reencode_lm_head(ModelWeights& w, DType t) {
+  ops::Linear& h = w.lm_head;
+  const int64_t V = h.n_out(), d = h.n_in();
+  if (d % dtype_block(t) != 0)
+    fail("--lm-head-type {}: the lm_head's rows of {} are not a multiple of its block of {}", dtype_name(t), d, dtype_block(t));
+  const int64_t chunk = std::max<int64_t>(1, (int64_t(1) << 20) / d);
+  Buffer out(t, {V, d}), f32(DType::kF32, {std::min(chunk, V), d});
+  for (int64_t r0 = 0; r0 < V; r0 += chunk) {
+    const int64_t n = std::min(chunk, V - r0);
+    Tensor x = f32.t().rows_range(0, n), q = out.t().rows_range(r0, r0 + n);
+    ops::linear_dequant_rows(h, r0, x);
+    ops::quantize(x, q);
+  }
+  h = ops::Linear{out.t()};
+  w.copies.push_back(std::move(out));
+}
+}  // namespace
+
 // The exact per-sequence semantics: one forward() per chunk, after every chunk was validated.
 std::unique_ptr<Model> load_model(const std::string& dir, void (*progress)(int, int),
                                   const LoadOptions& opts) {
   ModelConfig cfg = load_config(dir);
   cfg.lightning_block = opts.lightning_block > 0 ? opts.lightning_block : std::min(cfg.lightning_block, 64);
   ModelWeights w = load_weights(dir, cfg, progress);
+  if (opts.lm_head_dtype) reencode_lm_head(w, *opts.lm_head_dtype);
   if (cfg.family == Family::kMiniMaxM3) {  // the VL wrapper's non-text tensors (spec §5.9)
     int64_t n_vision = 0;
     for (const auto& name : w.store.names())

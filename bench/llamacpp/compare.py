@@ -51,7 +51,7 @@ def main():
     ap.add_argument("--gen", type=int, default=32)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--depth", type=int, default=0, help="decode after this many context tokens (llama-bench -d)")
-    ap.add_argument("--kv-dtype", default="f32", choices=["f32", "bf16"])
+    ap.add_argument("--kv-dtype", default="bf16", choices=["f32", "bf16"])
     ap.add_argument("--out", help="write every run as JSON here")
     ap.add_argument("--md", help="append the markdown table rows here")
     ap.add_argument("entries", nargs="+")

@@ -322,7 +322,7 @@ def st_exit_codes(t, run_check):
 
 def fake_mmx_parser(logits_description=None):
     """argparse for the fake engine: make-tiny (--arch -o --dtype --seed), logits (-m --ids -o),
-    generate (-m --ids -n --temp --ignore-eos). Returns (parser, make-tiny sub, logits sub)
+    generate (-m --ids -n --temp --ignore-eos --kv-dtype). Returns (parser, make-tiny sub, logits sub)
     for the family-specific options."""
     import argparse
     ap = argparse.ArgumentParser(prog="fake-mmx")
@@ -342,6 +342,7 @@ def fake_mmx_parser(logits_description=None):
     c.add_argument("-n", type=int, required=True)
     c.add_argument("--temp", type=float, default=1.0)
     c.add_argument("--ignore-eos", action="store_true")
+    c.add_argument("--kv-dtype", default="bf16", choices=["f32", "bf16"])  # the fake's K/V are exact either way
     return ap, a, b
 
 

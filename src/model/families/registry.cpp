@@ -75,7 +75,8 @@ void reencode_lm_head(ModelWeights& w, DType t) {
     ops::linear_dequant_rows(h, r0, x);
     ops::quantize(x, q);
   }
-  h = ops::Linear{out.t()};
+  h = ops::Linear{};  // no block scales: the new type carries its own
+  h.w = out.t();
   w.copies.push_back(std::move(out));
 }
 }  // namespace

@@ -15,8 +15,10 @@
 // Every time is the median of `reps` runs after one warm-up run.
 //
 // Usage: msa_bench [reps=5] [max_context=131072] [threads=0 (all cores)] [clock=wall|cpu] [kv=f32|bf16]
+//                  [ik=kv|f8]
 // kv=bf16: the decode table (1.) reads BF16 copies of the pages (the KV cache's kv_dtype = kBF16:
-// half the bytes); the other tables stay F32.
+// half the bytes); the other tables stay F32. ik=f8: the decode table's indexer reads E4M3 copies
+// of the index keys (--index-key-dtype f8, the release's 128 B per token).
 // On a loaded machine, threads=1 avoids measuring how long a parallel region waits for a
 // descheduled worker (every op call here is one short region), and clock=cpu (threads=1 only)
 // times the process's CPU time instead of wall time, i.e. leaves out the time the machine gave to
@@ -126,6 +128,7 @@ int main(int argc, char** argv) {
   if (argc > 3) ops::set_n_threads(std::max(0, std::atoi(argv[3])));
   g_cpu_clock = argc > 4 && std::string(argv[4]) == "cpu";
   const bool kv_bf16 = argc > 5 && std::string(argv[5]) == "bf16";
+  const bool ik_f8 = argc > 6 && std::string(argv[6]) == "f8";
   if (g_cpu_clock && ops::n_threads() != 1) {
     fmt::print(stderr, "clock=cpu needs threads=1\n");
     return 1;
@@ -155,10 +158,17 @@ int main(int argc, char** argv) {
         dst->t().ptr<uint16_t>()[e] = mmx::f32_to_bf16(src->f32()[e]);
   }
 
+  Buffer ik8;  // ik=f8: the decode table's index keys, rounded to E4M3
+  if (ik_f8) {
+    ik8 = Buffer(DType::kF8E4M3, {n_pages, kB, kIndexDim});
+    for (int64_t e = 0; e < ik.t().numel(); ++e) ik8.t().ptr<uint8_t>()[e] = mmx::f32_to_f8e4m3(ik.f32()[e]);
+  }
+
   fmt::print("MSA attention core, M3 shapes: {} q heads / {} kv heads / head_dim {}, indexer {} x {}, "
-             "B {}, top-{} blocks; F32 paged KV (decode table: {}) ({:.0f} MiB K+V + {:.0f} MiB index keys at {}); "
+             "B {}, top-{} blocks; F32 paged KV (decode table: {}{}) ({:.0f} MiB K+V + {:.0f} MiB index keys at {}); "
              "{} threads; median of {} runs, {} time\n\n",
              kHeads, kKvHeads, kHeadDim, kKvHeads, kIndexDim, kB, kTopK, kv_bf16 ? "BF16" : "F32",
+             ik_f8 ? ", E4M3 index keys" : "",
              double(k.t().size_bytes() * 2) / (1 << 20), double(ik.t().size_bytes()) / (1 << 20),
              ctx(max_ctx), ops::n_threads(), reps, g_cpu_clock ? "process CPU" : "wall-clock");
 
@@ -169,8 +179,8 @@ int main(int argc, char** argv) {
     fill_unit(iq.f32(), iq.t().numel(), 6);
     Buffer out(DType::kF32, {1, kHeads, kHeadDim}), sel(DType::kI32, {kKvHeads, 1, kTopK});
     const mmx::Tensor kd = kv_bf16 ? kb.t() : k.t(), vd = kv_bf16 ? vb.t() : v.t();
-    const mmx::Tensor ikd = kv_bf16 ? ikb.t() : ik.t();
-    const int64_t esz = kv_bf16 ? 2 : 4;  // bytes per cached value
+    const mmx::Tensor ikd = ik_f8 ? ik8.t() : kv_bf16 ? ikb.t() : ik.t();
+    const int64_t esz = kv_bf16 ? 2 : 4, ik_esz = ik_f8 ? 1 : esz;  // bytes per cached value
     fmt::print("### Decode step (1 query at position T-1), ms per token, {} pages\n\n", kv_bf16 ? "BF16" : "F32");
     fmt::print("| context T | indexer | (index-key scan GB/s) | sparse attn | MSA total | dense paged | "
                "(K+V scan GB/s) | dense / MSA | indexer share |\n");
@@ -189,7 +199,7 @@ int main(int argc, char** argv) {
       });
       const double t_dense = median_ms(reps, [&] { ops::attention_dense_paged(q, kd, vd, bt, pos, T, scale, out.t()); });
       if (T == 16384) msa16 = t_msa;
-      const double ik_gb = double(T * kIndexDim * esz) / 1e6, kv_gb = double(T * kKvHeads * kHeadDim * 2 * esz) / 1e6;
+      const double ik_gb = double(T * kIndexDim * ik_esz) / 1e6, kv_gb = double(T * kKvHeads * kHeadDim * 2 * esz) / 1e6;
       fmt::print("| {} | {:.3f} | {:.1f} | {:.3f} | {:.3f} | {:.3f} | {:.1f} | {:.1f}x | {:.0f}% |\n", ctx(T),
                  t_idx, ik_gb / t_idx, t_sp, t_msa, t_dense, kv_gb / t_dense, t_dense / t_msa,
                  100.0 * t_idx / t_msa);

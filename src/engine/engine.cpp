@@ -18,7 +18,7 @@ namespace {
 int64_t auto_pages(const Model& m, const EngineOptions& o) {
   const int64_t page = m.config().kv_page();
   const int64_t per_context = (m.config().max_position + page - 1) / page;
-  const size_t page_bytes = std::max<size_t>(PageStore::page_bytes(m.cache_specs(), page, o.kv_dtype), 1);
+  const size_t page_bytes = std::max<size_t>(PageStore::page_bytes(m.cache_specs(), page, o.kv_dtype, o.ik_dtype), 1);
   const int64_t by_bytes = int64_t(size_t(o.kv_auto_bytes) / page_bytes);
   return std::max<int64_t>(1, std::min(by_bytes, 64 * per_context));
 }
@@ -35,6 +35,7 @@ Engine::Engine(Model& model, EngineOptions opts)
   mo.max_checkpoints = int(2 + opts_.max_batch_tokens / mo.checkpoint_every);
   mo.max_state_snapshots = opts_.max_state_snapshots;
   mo.kv_dtype = opts_.kv_dtype;
+  mo.ik_dtype = opts_.ik_dtype;
   mem_ = std::make_unique<PagedMemory>(model_.cache_specs(), mo);
   sched_ = std::make_unique<Scheduler>(*mem_, SchedulerOptions{opts_.max_batch_tokens, opts_.max_running});
   stats_.kv_pages_total = mem_->n_pages();

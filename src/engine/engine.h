@@ -21,6 +21,7 @@
 #include <condition_variable>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <thread>
 #include <unordered_set>
@@ -48,6 +49,7 @@ struct EngineOptions {
   int64_t kv_pages = 0;            // pages in the shared KV pool (0 = auto: see kv_pages_auto)
   int64_t kv_auto_bytes = int64_t(2) << 30;  // auto pool size cap in bytes
   DType kv_dtype = DType::kBF16;   // K/V page storage: kBF16 (default: half the bytes per page) or kF32
+  std::optional<DType> ik_dtype;   // MSA index-key pages: kF32, kBF16 or kF8E4M3 (none: kv_dtype)
   int64_t state_checkpoint_every = 1024;     // lightning snapshot spacing (rounded to pages)
   int max_state_snapshots = 8;     // lightning prefix snapshots kept (each = one sequence's states)
   int64_t n_valid_vocab = 0;       // > 0: never sample ids >= this (padded lm_head rows)

@@ -50,6 +50,7 @@ std::vector<int32_t> generate(Model& model, const GenRequest& r, const std::func
   eo.kv_pages = (capacity + page - 1) / page + 1;  // this request's pages, and the page past its end
   eo.max_state_snapshots = 0;  // no prefix cache to fill
   eo.kv_dtype = o.kv_dtype;
+  eo.ik_dtype = o.ik_dtype;
   eo.n_valid_vocab = o.n_valid_vocab;
   Engine engine(model, eo);
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "engine/engine_api.h"
@@ -19,6 +20,7 @@ struct GenerateStats {
 struct GenerateOptions {
   int64_t n_valid_vocab = 0;  // > 0: never sample ids >= this (padded lm_head rows; spec §6.1)
   DType kv_dtype = DType::kBF16;  // K/V page storage (docs/numerics.md "BF16 KV pages"); kF32 = exact K/V
+  std::optional<DType> ik_dtype;  // MSA index-key pages (none: kv_dtype; kF8E4M3: the release's form)
   int64_t max_batch_tokens = 0;  // prefill chunk (0 = the whole prompt in one step)
 };
 

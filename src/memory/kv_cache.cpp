@@ -14,13 +14,13 @@ KvCache::KvCache(int n_layers, int64_t capacity, int n_kv_heads, int head_dim, D
               capacity, 0, 4, 16, kv_dtype) {}
 
 KvCache::KvCache(const std::vector<LayerCacheSpec>& layers, int64_t capacity, int64_t checkpoint_every,
-                 int max_checkpoints, int page, DType kv_dtype)
+                 int max_checkpoints, int page, DType kv_dtype, std::optional<DType> ik_dtype)
     : specs_(layers), checkpoint_every_(checkpoint_every), max_checkpoints_(max_checkpoints) {
   MMX_CHECK(capacity > 0 && !layers.empty() && checkpoint_every >= 0 && max_checkpoints >= 0 && page > 0,
             "KvCache({} layers, capacity {}, checkpoint_every {}, page {})", layers.size(), capacity,
             checkpoint_every, page);
   const int64_t n_pages = (capacity + page - 1) / page;
-  store_ = std::make_shared<PageStore>(layers, n_pages, page, kv_dtype);
+  store_ = std::make_shared<PageStore>(layers, n_pages, page, kv_dtype, ik_dtype);
   for (int64_t b = 0; b < n_pages; ++b) table_.push_back(int32_t(b));  // identity block table
   capacity_ = capacity;  // the logical limit (the last page may have spare rows)
   init_states();
@@ -62,14 +62,15 @@ void KvCache::map_block(int64_t blk, int32_t id) {
 }
 
 // Copies rows [0, n) of src ([n, width] F32) to positions pos0.. of a paged store, page by page
-// (F32 pages: a byte copy; BF16 pages: each value rounded to nearest even).
+// (F32 pages: a byte copy; BF16 pages: each value rounded to nearest even; F8 E4M3 index-key
+// pages: rounded to nearest even, saturating at +-448).
 static void write_rows(const Tensor& pages, const std::vector<int32_t>& table, int64_t page, int64_t pos0,
                        const Tensor& src) {
   const int64_t n = src.dim(0), width = src.numel() / std::max<int64_t>(n, 1);
   MMX_CHECK(src.dtype == DType::kF32, "KV rows are {}, expected F32", dtype_name(src.dtype));
   MMX_CHECK(pages.numel() / (pages.dim(0) * page) == width, "KV row width {} vs pages {}", width,
             pages.shape_str());
-  const bool bf16 = pages.dtype == DType::kBF16;
+  const bool bf16 = pages.dtype == DType::kBF16, f8 = pages.dtype == DType::kF8E4M3;
   for (int64_t i = 0; i < n;) {
     const int64_t pos = pos0 + i, blk = pos / page, off = pos % page;
     const int64_t m = std::min(n - i, page - off);  // rows that stay in this page
@@ -79,6 +80,10 @@ static void write_rows(const Tensor& pages, const std::vector<int32_t>& table, i
       uint16_t* dst = static_cast<uint16_t*>(pages.data) + at;
       const float* s = src.f32() + i * width;
       for (int64_t e = 0; e < m * width; ++e) dst[e] = f32_to_bf16(s[e]);
+    } else if (f8) {
+      uint8_t* dst = static_cast<uint8_t*>(pages.data) + at;
+      const float* s = src.f32() + i * width;
+      for (int64_t e = 0; e < m * width; ++e) dst[e] = f32_to_f8e4m3(s[e]);
     } else {
       std::memcpy(pages.f32() + at, src.f32() + i * width, size_t(m * width) * sizeof(float));
     }
@@ -196,7 +201,7 @@ void KvCache::resume_at(int64_t pos, const std::vector<float>& states) {
 }
 
 size_t KvCache::kv_bytes() const {
-  return PageStore::page_bytes(specs_, page(), kv_dtype()) * table_.size();
+  return PageStore::page_bytes(specs_, page(), kv_dtype(), ik_dtype()) * table_.size();
 }
 size_t KvCache::state_bytes() const {
   size_t s = 0;

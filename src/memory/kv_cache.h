@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "memory/page_store.h"
@@ -37,8 +38,10 @@ class KvCache {
   KvCache(int n_layers, int64_t capacity, int n_kv_heads, int head_dim, DType kv_dtype = DType::kF32);
   // Standalone. checkpoint_every: tokens between state checkpoints (0 = none; only lightning
   // layers need them). page: tokens per KV page (capacity is rounded up to whole pages).
+  // kv_dtype / ik_dtype: the pages' dtypes (page_store.h; ik_dtype none = kv_dtype).
   KvCache(const std::vector<LayerCacheSpec>& layers, int64_t capacity, int64_t checkpoint_every = 0,
-          int max_checkpoints = 4, int page = 16, DType kv_dtype = DType::kF32);
+          int max_checkpoints = 4, int page = 16, DType kv_dtype = DType::kF32,
+          std::optional<DType> ik_dtype = std::nullopt);
   // Paged over a shared store (its dtype is the pages'): no blocks mapped yet (capacity 0 until
   // map_block).
   KvCache(std::shared_ptr<PageStore> store, const std::vector<LayerCacheSpec>& layers,
@@ -51,7 +54,8 @@ class KvCache {
 
   // The block-major paged view every attention layer reads and writes through:
   int64_t page() const { return store_->page(); }
-  DType kv_dtype() const { return store_->kv_dtype(); }  // of every K/V and index-key page
+  DType kv_dtype() const { return store_->kv_dtype(); }  // of every K/V page
+  DType ik_dtype() const { return store_->ik_dtype(); }  // of every index-key page
   Tensor k_pages(int il) const { return store_->k(il); }    // [n_pages, page, n_kv_heads, head_dim]
   Tensor v_pages(int il) const { return store_->v(il); }    // [n_pages, page, n_kv_heads, head_dim]
   Tensor ik_pages(int il) const { return store_->ik(il); }  // [n_pages, page, index_dim]

@@ -1,7 +1,10 @@
 // PageStore: the block-major K/V pages of every attention layer (spec §5.6 layout), plus the
 // MSA indexer's key pages. Per kKv layer: K and V [n_pages, page, n_kv_heads, head_dim] and, for
-// MSA layers, index keys [n_pages, page, index_dim], all of the store's dtype: F32 (default) or
-// BF16 (half the bytes; rows are rounded to nearest even when written, see KvCache::write_kv).
+// MSA layers, index keys [n_pages, page, index_dim]. K/V are of the store's kv_dtype: F32
+// (default) or BF16 (half the bytes; rows are rounded to nearest even when written, see
+// KvCache::write_kv); index keys are of its ik_dtype: the kv_dtype unless chosen apart, or F8
+// E4M3 as the release stores them (128 B per token at index_dim 128; vLLM's fp8 index cache:
+// saturating round to nearest even, no scale).
 // Lightning layers keep nothing here (their fixed-size state lives with the sequence, in KvCache).
 //
 // Who owns one: a single-sequence KvCache makes a private store whose pages it maps 1:1 (the
@@ -11,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "tensor/tensor.h"
@@ -26,13 +30,15 @@ struct LayerCacheSpec {
 
 class PageStore {
  public:
-  // kv_dtype: kF32 or kBF16, the dtype of every K/V and index-key page.
+  // kv_dtype: kF32 or kBF16, the dtype of every K/V page; ik_dtype: of the index-key pages,
+  // kF32, kBF16 or kF8E4M3 (none: the kv_dtype).
   PageStore(const std::vector<LayerCacheSpec>& specs, int64_t n_pages, int64_t page,
-            DType kv_dtype = DType::kF32);
+            DType kv_dtype = DType::kF32, std::optional<DType> ik_dtype = std::nullopt);
 
   int64_t n_pages() const { return n_pages_; }
   int64_t page() const { return page_; }
   DType kv_dtype() const { return dtype_; }
+  DType ik_dtype() const { return ik_dtype_; }
   Tensor k(int il) const;   // [n_pages, page, n_kv_heads, head_dim]
   Tensor v(int il) const;   // [n_pages, page, n_kv_heads, head_dim]
   Tensor ik(int il) const;  // [n_pages, page, index_dim]
@@ -47,12 +53,12 @@ class PageStore {
 
   // The bytes one page costs for these layers (0 when no layer keeps K/V).
   static size_t page_bytes(const std::vector<LayerCacheSpec>& specs, int64_t page,
-                           DType kv_dtype = DType::kF32);
+                           DType kv_dtype = DType::kF32, std::optional<DType> ik_dtype = std::nullopt);
 
  private:
   std::vector<Buffer> k_, v_, ik_;  // indexed by layer; empty where the layer keeps no K/V
   int64_t n_pages_ = 0, page_ = 0;
-  DType dtype_ = DType::kF32;
+  DType dtype_ = DType::kF32, ik_dtype_ = DType::kF32;
 };
 
 }  // namespace mmx

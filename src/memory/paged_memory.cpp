@@ -12,7 +12,7 @@ PagedMemory::PagedMemory(std::vector<LayerCacheSpec> specs, PagedMemoryOptions o
             o_.n_pages, o_.page);
   MMX_CHECK(o_.checkpoint_every % o_.page == 0, "state checkpoints every {} tokens: not a multiple of the page {}",
             o_.checkpoint_every, o_.page);
-  store_ = std::make_shared<PageStore>(specs_, o_.n_pages, o_.page, o_.kv_dtype);
+  store_ = std::make_shared<PageStore>(specs_, o_.n_pages, o_.page, o_.kv_dtype, o_.ik_dtype);
   for (const LayerCacheSpec& l : specs_) has_states_ |= l.kind == LayerCacheSpec::kLinearState;
 }
 

@@ -43,6 +43,7 @@ struct PagedMemoryOptions {
   int max_checkpoints = 2;       // per live sequence
   int max_state_snapshots = 8;   // lightning states kept for prefix hits (LRU)
   DType kv_dtype = DType::kF32;  // K/V page storage: kF32 or kBF16 (half the bytes)
+  std::optional<DType> ik_dtype;  // MSA index-key pages: kF32, kBF16, kF8E4M3 (none: kv_dtype)
 };
 
 class PagedMemory {

@@ -51,12 +51,13 @@ class Model {
   // Per-sequence memory for up to `capacity` tokens: K/V for softmax layers, a state for each
   // lightning layer, with state checkpoints every `checkpoint_every` tokens (newest
   // `max_checkpoints` kept; see memory/kv_cache.h for what they cost). kv_dtype: K/V page
-  // storage, kF32 or kBF16 (half the bytes, K/V rounded to bf16).
+  // storage, kF32 or kBF16 (half the bytes, K/V rounded to bf16); ik_dtype: MSA index keys
+  // (memory/page_store.h; none = kv_dtype).
   KvCache make_cache(int64_t capacity, int64_t checkpoint_every = 1024, int max_checkpoints = 4,
-                     DType kv_dtype = DType::kF32) const {
+                     DType kv_dtype = DType::kF32, std::optional<DType> ik_dtype = std::nullopt) const {
     // Pages of the block-major KV view: M3 reads whole MSA blocks, so a page is one block.
     return KvCache(cache_specs(), capacity, checkpoint_every, max_checkpoints, config().kv_page(),
-                   kv_dtype);
+                   kv_dtype, ik_dtype);
   }
   // What each layer keeps per sequence: K/V (+ index keys) for softmax and sparse layers, a state
   // for lightning layers. The serving engine builds its shared PageStore from these.

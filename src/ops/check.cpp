@@ -187,10 +187,15 @@ namespace {
 
 // KV / index-key pages: F32 or BF16 (the KV cache's storage dtype), shape as given.
 void expect_pages(const Tensor& t, std::initializer_list<int64_t> shape, const char* op,
-                  const char* name) {
-  MMX_CHECK(t.dtype == DType::kF32 || t.dtype == DType::kBF16,
-            "{}: {} is {} {}, but KV pages must be F32 or BF16", op, name, dtype_name(t.dtype),
-            t.shape_str());
+                  const char* name, bool index_keys = false) {
+  if (index_keys)
+    MMX_CHECK(t.dtype == DType::kF32 || t.dtype == DType::kBF16 || t.dtype == DType::kF8E4M3,
+              "{}: {} is {} {}, but index-key pages must be F32, BF16 or F8_E4M3", op, name,
+              dtype_name(t.dtype), t.shape_str());
+  else
+    MMX_CHECK(t.dtype == DType::kF32 || t.dtype == DType::kBF16,
+              "{}: {} is {} {}, but KV pages must be F32 or BF16", op, name, dtype_name(t.dtype),
+              t.shape_str());
   expect(t, t.dtype, shape, op, name);
 }
 
@@ -252,7 +257,7 @@ void msa_index_select(const Tensor& iq, const Tensor& ik_pages, const Tensor& bl
             selected.shape_str());
   const int64_t n_q = iq.dim(0), G = iq.dim(1), d = iq.dim(2), K = selected.dim(2);
   expect(iq, DType::kF32, {n_q, G, d}, op, "iq");
-  expect_pages(ik_pages, {ik_pages.dim(0), ik_pages.dim(1), d}, op, "ik_pages");
+  expect_pages(ik_pages, {ik_pages.dim(0), ik_pages.dim(1), d}, op, "ik_pages", true);
   expect(positions, DType::kI32, {n_q}, op, "positions");
   expect(selected, DType::kI32, {G, n_q, K}, op, "selected");
   MMX_CHECK(K >= 1, "{}: K = {}", op, K);

@@ -108,11 +108,13 @@ void attention_softmax(const Tensor& q, const Tensor& k, const Tensor& v, int64_
 // block of B consecutive tokens of one sequence, all KV heads, so one selected block is one
 // contiguous piece of memory:
 //   k_pages, v_pages: [n_pages, B, n_kv_heads, head_dim] F32 or BF16 (both the same dtype)
-//   ik_pages:         [n_pages, B, index_dim] F32 or BF16 — the indexer's key (one per token,
-//                     shared by all index heads; post-norm, post-RoPE)
+//   ik_pages:         [n_pages, B, index_dim] F32, BF16 or F8 E4M3 — the indexer's key (one per
+//                     token, shared by all index heads; post-norm, post-RoPE). E4M3 is the
+//                     release's compact form (vLLM's fp8 index cache: 128 B per token, no scale)
 // Pages may be F32 or BF16 (the KV cache's storage dtype, memory/page_store.h); a BF16 value is
 // widened to fp32 exactly on load (fp64 in ref), so BF16 pages give the result of F32 pages
-// holding the same (rounded) values. Everything else stays F32.
+// holding the same (rounded) values; the same holds for E4M3 index-key pages. Everything else
+// stays F32.
 //   block_table:      [n_blocks] I32 — logical block b (tokens bB .. bB+B-1 of the sequence)
 //                     lives in page block_table[b]; n_blocks >= ceil(n_keys / B), entries of
 //                     blocks b < ceil(n_keys / B) must be in [0, n_pages) (entries past that are
@@ -138,7 +140,7 @@ void attention_softmax(const Tensor& q, const Tensor& k, const Tensor& v, int64_
 //              then the local block ⌊p/B⌋.
 // Each index head selects on its own (no reduction over heads).
 //   iq:        [n_q, G, index_dim] F32 — index queries, already normed and RoPE'd by the caller
-//   ik_pages:  [n_pages, B, index_dim] F32 or BF16
+//   ik_pages:  [n_pages, B, index_dim] F32, BF16 or F8 E4M3
 //   block_table, positions, n_keys: as in the header
 //   selected:  [G, n_q, K] I32 out — K = selected.dim(2) >= 1; per (g, i) min(nvis, K) valid
 //              block ids as a prefix (the local block in the LAST valid slot), then -1 padding.

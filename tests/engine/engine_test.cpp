@@ -248,21 +248,33 @@ TEST_P(EngineFamilies, Bf16PagesBatchedPreemptedEqualAlone) {
     p.insert(p.end(), tail.begin(), tail.end());
     prompts.push_back(p);
   }
-  EngineOptions o = test_options(4096);
-  o.kv_dtype = DType::kBF16;
-  std::vector<Result> alone;
-  for (const auto& p : prompts) {
-    Engine e(*model, o);
-    alone.push_back(run_on(e, {p}, 10)[0]);
+  // M3 also with its index keys as E4M3 (--index-key-dtype f8): rounded once at the write too.
+  std::vector<std::optional<DType>> ik_dtypes = {std::nullopt};
+  for (const LayerCacheSpec& l : model->cache_specs())
+    if (l.index_dim > 0) {
+      ik_dtypes.push_back(DType::kF8E4M3);
+      break;
+    }
+  for (const std::optional<DType> ik : ik_dtypes) {
+    SCOPED_TRACE(ik ? "f8 index keys" : "bf16 index keys");
+    EngineOptions o = test_options(4096);
+    o.kv_dtype = DType::kBF16;
+    o.ik_dtype = ik;
+    std::vector<Result> alone;
+    for (const auto& p : prompts) {
+      Engine e(*model, o);
+      alone.push_back(run_on(e, {p}, 10)[0]);
+    }
+    EngineOptions small = test_options(12);
+    small.kv_dtype = DType::kBF16;
+    small.ik_dtype = ik;
+    const int64_t page = model->config().kv_page();
+    small.kv_pages = (96 + page - 1) / page;
+    Engine e(*model, small);
+    const std::vector<Result> got = run_on(e, prompts, 10);
+    EXPECT_GT(e.preemptions(), 0);
+    for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(got[i].ids, alone[i].ids) << "request " << i;
   }
-  EngineOptions small = test_options(12);
-  small.kv_dtype = DType::kBF16;
-  const int64_t page = model->config().kv_page();
-  small.kv_pages = (96 + page - 1) / page;
-  Engine e(*model, small);
-  const std::vector<Result> got = run_on(e, prompts, 10);
-  EXPECT_GT(e.preemptions(), 0);
-  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(got[i].ids, alone[i].ids) << "request " << i;
 }
 
 // Everything at once: requests sharing prefixes, a pool small enough to preempt, chunked prefill,

@@ -28,6 +28,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -54,6 +55,10 @@ float margin(const float* row, int64_t n) {
     }
   }
   return a - b;
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.size_bytes() == b.size_bytes() && std::memcmp(a.data, b.data, a.size_bytes()) == 0;
 }
 
 double max_abs_diff(const Tensor& a, const Tensor& b) {
@@ -130,6 +135,26 @@ TEST(KvBf16Model, M3AllBlocksAllExpertsLogitsAndGreedyTokensMatchF32) {
 TEST(KvBf16Model, M3SparseMatchesF32WithinKB) {
   // Rows at positions < K·B = 12 see every block; later rows may select other blocks (see top).
   check_model("minimax_m3 top-3", testing::tiny_dir("minimax_m3", "f32", 21), 12);
+}
+
+// F8 E4M3 index keys (--index-key-dtype f8) with every visible block selected: the indexer's
+// scores cannot change any choice, so the logits must be the F32-index-key logits bit for bit
+// (the E4M3 pages are sized and addressed apart from K/V and touch nothing else).
+TEST(KvF8IndexKeys, M3AllBlocksSelectedLogitsBitwiseUnchanged) {
+  auto model = load_model(testing::tiny_dir("minimax_m3", "f32", 21, "_cont", m3_continuous));
+  const int n = 40;
+  KvCache f32 = model->make_cache(n);
+  KvCache f8 = model->make_cache(n, 1024, 4, DType::kF32, DType::kF8E4M3);
+  ASSERT_EQ(f8.ik_dtype(), DType::kF8E4M3);
+  EXPECT_LT(f8.kv_bytes(), f32.kv_bytes());
+  std::vector<int32_t> ids = testing::random_ids(n, 512, 6);
+  Buffer a = testing::feed(*model, f32, ids, 0, n - 4), b = testing::feed(*model, f8, ids, 0, n - 4);
+  EXPECT_TRUE(same_bits(a.t(), b.t()));
+  for (int64_t p = n - 4; p < n; ++p) {
+    a = testing::feed(*model, f32, ids, p, p + 1);
+    b = testing::feed(*model, f8, ids, p, p + 1);
+    EXPECT_TRUE(same_bits(a.t(), b.t())) << "decode at " << p;
+  }
 }
 
 }  // namespace

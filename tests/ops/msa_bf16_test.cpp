@@ -18,7 +18,11 @@
 //     the fp64 block scores of the same BF16 pages), and == the F32-widened selection bitwise;
 //     BF16 vs unrounded F32 selection is NOT compared: rounding the keys can legitimately swap
 //     blocks whose scores are close.
-//   * the checks: K and V must share one dtype, and only F32 / BF16 pages are accepted.
+//   * F8 E4M3 index-key pages (the release's compact form, --index-key-dtype f8): the same
+//     three selection checks as BF16 (fast vs ref near-tie tolerant; == the F32-widened pages
+//     bitwise, fast and ref), over the grid and at the M3 index width 128.
+//   * the checks: K and V must share one dtype, only F32 / BF16 K/V pages and F32 / BF16 / E4M3
+//     index-key pages are accepted.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -39,24 +43,6 @@ namespace {
 
 constexpr Tol kBf16Kv{1e-2, 1.6e-2, 5e-4};  // BF16 pages vs unrounded F32 pages (see above)
 
-// The same shape with every value rounded to bf16 (round to nearest even).
-Buffer to_bf16(const Tensor& t) {
-  Buffer b(DType::kBF16, {t.numel()});
-  for (int64_t e = 0; e < t.numel(); ++e) b.t().ptr<uint16_t>()[e] = f32_to_bf16(t.f32()[e]);
-  b.t().ndim = t.ndim;
-  b.t().shape = t.shape;
-  return b;
-}
-
-// The same shape, F32, holding the (exact) values of a BF16 tensor.
-Buffer widen(const Tensor& t) {
-  Buffer b(DType::kF32, {t.numel()});
-  for (int64_t e = 0; e < t.numel(); ++e) b.f32()[e] = bf16_to_f32(t.ptr<uint16_t>()[e]);
-  b.t().ndim = t.ndim;
-  b.t().shape = t.shape;
-  return b;
-}
-
 // T tokens in pages behind a shuffled block table: F32 originals, their BF16 rounding, and the
 // F32 pages holding the rounded values.
 struct Pages {
@@ -76,7 +62,7 @@ Pages make_pages(int64_t T, int64_t B, int64_t n_kvh, int64_t d, int64_t di, uin
   s.v = random_tensor({n_pages, B, n_kvh, d}, seed + 1);
   s.ik = random_tensor({n_pages, B, di}, seed + 2);
   s.kb = to_bf16(s.k), s.vb = to_bf16(s.v), s.ikb = to_bf16(s.ik);
-  s.kw = widen(s.kb), s.vw = widen(s.vb), s.ikw = widen(s.ikb);
+  s.kw = widen_bf16(s.kb), s.vw = widen_bf16(s.vb), s.ikw = widen_bf16(s.ikb);
   std::vector<int32_t> perm(static_cast<size_t>(n_pages));
   std::iota(perm.begin(), perm.end(), 0);
   std::mt19937_64 rng(seed + 3);
@@ -104,10 +90,10 @@ std::vector<int32_t> row_of(const Tensor& sel, int64_t g, int64_t i) {
 // Fast vs ref selection over the same BF16 index keys: identical except swaps across the cutoff
 // between blocks whose fp64 scores are within tol of it (the fp32 dots may rank them either way).
 void expect_selection_matches(const Tensor& iq, const Pages& s, const Tensor& pos, const Tensor& fast,
-                              const Tensor& ref, double tol) {
+                              const Tensor& ref, double tol, const Tensor* ik = nullptr) {
   const int64_t G = fast.dim(0), n_q = fast.dim(1);
   std::vector<double> S(static_cast<size_t>(G * n_q * s.n_blocks));
-  ops::ref::msa_block_scores(iq, s.ikb, s.bt, pos, s.T, s.n_blocks, S.data());
+  ops::ref::msa_block_scores(iq, ik ? *ik : s.ikb.t(), s.bt, pos, s.T, s.n_blocks, S.data());
   for (int64_t g = 0; g < G; ++g)
     for (int64_t i = 0; i < n_q; ++i) {
       const std::vector<int32_t> f = row_of(fast, g, i), r = row_of(ref, g, i);
@@ -177,6 +163,34 @@ void check_case(const Case& c, uint64_t seed) {
   }
 }
 
+// Selection over E4M3 index keys: fast vs ref (near ties), and == the widened F32 pages bitwise.
+void check_f8_selection(const Case& c, uint64_t seed, int64_t di) {
+  SCOPED_TRACE(fmt::format("f8 B={} K={} T={} G={} di={} n_q={} decode={}", c.B, c.K, c.T, c.n_kvh, di, c.n_q,
+                           c.decode));
+  Pages s = make_pages(c.T, c.B, c.n_kvh, c.d, di, seed);
+  const Buffer ik8 = to_f8(s.ik), ik8w = widen_f8(ik8);
+  Buffer pos = positions_of(make_positions(c.T, c.n_q, c.decode, seed + 1));
+  Buffer iq = random_tensor({c.n_q, c.n_kvh, di}, seed + 2);
+  const auto sel_buf = [&] { return Buffer(DType::kI32, {c.n_kvh, c.n_q, c.K}); };
+  Buffer sel = sel_buf(), sel_ref = sel_buf(), sel_w = sel_buf(), sel_ref_w = sel_buf();
+  ops::msa_index_select(iq, ik8, s.bt, pos, c.T, sel.t());
+  ops::ref::msa_index_select(iq, ik8, s.bt, pos, c.T, sel_ref.t());
+  ops::msa_index_select(iq, ik8w, s.bt, pos, c.T, sel_w.t());
+  ops::ref::msa_index_select(iq, ik8w, s.bt, pos, c.T, sel_ref_w.t());
+  EXPECT_TRUE(bitwise_equal(sel.t(), sel_w.t()));
+  EXPECT_TRUE(bitwise_equal(sel_ref.t(), sel_ref_w.t()));
+  expect_selection_matches(iq, s, pos, sel, sel_ref, 1e-5 * double(di), &ik8.t());
+}
+
+TEST(MsaF8IndexKeys, FastVsRefGrid) {
+  testing::for_each_msa_grid_case(7100, [](const Case& c, uint64_t seed) {
+    check_f8_selection(c, seed, c.d == 13 ? 13 : 8);
+  });
+  // The M3 index width (128) past K·B, prefill and decode.
+  check_f8_selection({128, 16, 4500, 16, 4, 8, 2, true}, 3, 128);
+  check_f8_selection({16, 4, 700, 8, 2, 8, 9, false}, 4, 128);
+}
+
 TEST(MsaBf16, FastVsRefGrid) {
   testing::for_each_msa_grid_case(7000, check_case);
 }
@@ -222,7 +236,9 @@ TEST(MsaBf16, ChecksRejectMixedOrOtherDtypes) {
   Buffer ikh = copy_of(s.ikb);
   ikh.t().dtype = DType::kF16;
   Buffer iq = random_tensor({1, 1, 4}, 42), sel(DType::kI32, {1, 1, 2});
-  EXPECT_DEATH(ops::msa_index_select(iq, ikh, s.bt, pos, T, sel.t()), "must be F32 or BF16");
+  EXPECT_DEATH(ops::msa_index_select(iq, ikh, s.bt, pos, T, sel.t()), "index-key pages must be F32, BF16 or F8_E4M3");
+  Buffer k8 = to_f8(s.k), v8 = to_f8(s.v);  // E4M3 is for index keys only
+  EXPECT_DEATH(ops::attention_dense_paged(q, k8, v8, s.bt, pos, T, 1.0f, out.t()), "must be F32 or BF16");
 }
 
 }  // namespace

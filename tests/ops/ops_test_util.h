@@ -76,6 +76,29 @@ inline Buffer copy_of(const Tensor& t) {
   return b;
 }
 
+// The same shape in another storage dtype: element e of the result is f(t, e) (an Elem).
+template <class Elem, class F>
+Buffer convert_elems(const Tensor& t, DType dtype, F f) {
+  Buffer b(dtype, {t.numel()});
+  for (int64_t e = 0; e < t.numel(); ++e) b.t().ptr<Elem>()[e] = f(t, e);
+  b.t().ndim = t.ndim;
+  b.t().shape = t.shape;
+  return b;
+}
+// Rounded to bf16 / E4M3 (nearest even; E4M3 saturates), and widened back to F32 (exact).
+inline Buffer to_bf16(const Tensor& t) {
+  return convert_elems<uint16_t>(t, DType::kBF16, [](const Tensor& s, int64_t e) { return f32_to_bf16(s.f32()[e]); });
+}
+inline Buffer to_f8(const Tensor& t) {
+  return convert_elems<uint8_t>(t, DType::kF8E4M3, [](const Tensor& s, int64_t e) { return f32_to_f8e4m3(s.f32()[e]); });
+}
+inline Buffer widen_bf16(const Tensor& t) {
+  return convert_elems<float>(t, DType::kF32, [](const Tensor& s, int64_t e) { return bf16_to_f32(s.ptr<uint16_t>()[e]); });
+}
+inline Buffer widen_f8(const Tensor& t) {
+  return convert_elems<float>(t, DType::kF32, [](const Tensor& s, int64_t e) { return f8e4m3_to_f32(s.ptr<uint8_t>()[e]); });
+}
+
 inline bool bitwise_equal(const Tensor& a, const Tensor& b) {
   return a.size_bytes() == b.size_bytes() && std::memcmp(a.data, b.data, a.size_bytes()) == 0;
 }

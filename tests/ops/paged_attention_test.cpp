@@ -28,20 +28,12 @@ struct Pool {
   Buffer bt;    // [n_blocks] I32, shuffled pages
 };
 
-Buffer round_bf16(const Tensor& t) {
-  Buffer b(DType::kBF16, {t.numel()});
-  for (int64_t e = 0; e < t.numel(); ++e) b.t().ptr<uint16_t>()[e] = f32_to_bf16(t.f32()[e]);
-  b.t().ndim = t.ndim;
-  b.t().shape = t.shape;
-  return b;
-}
-
 Pool make_pool(int64_t T, int64_t B, int64_t n_kvh, int64_t d, bool bf16, uint64_t seed) {
   const int64_t n_blocks = (T + B - 1) / B, n_pages = n_blocks + 3;
   Pool p;
   p.k = random_tensor({n_pages, B, n_kvh, d}, seed);
   p.v = random_tensor({n_pages, B, n_kvh, d}, seed + 1);
-  if (bf16) p.k = round_bf16(p.k), p.v = round_bf16(p.v);
+  if (bf16) p.k = to_bf16(p.k), p.v = to_bf16(p.v);
   std::vector<int32_t> perm(static_cast<size_t>(n_pages));
   std::iota(perm.begin(), perm.end(), 0);
   std::shuffle(perm.begin(), perm.end(), std::mt19937_64(seed + 2));

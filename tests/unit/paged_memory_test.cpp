@@ -285,5 +285,42 @@ TEST(KvBf16, CopyPageCopiesBf16Rows) {
   for (int e = 0; e < 6; ++e) EXPECT_EQ(bf16_to_f32(bf16_at(st.ik(0), e)), ik[e]) << e;
 }
 
+// ---- F8 E4M3 index-key pages (ik_dtype = kF8E4M3: the release's 128 B per token) ----
+
+TEST(KvF8IndexKeys, WriteRoundsSaturatesAndSizes) {
+  // One MSA-shaped layer: 1 KV head x 4, index keys of 4; pages of 4. Position 5 = page 1, row 1.
+  const std::vector<LayerCacheSpec> specs = {{LayerCacheSpec::kKv, 1, 4, 4}};
+  KvCache kv(specs, 8, 0, 4, 4, DType::kF32, DType::kF8E4M3);
+  ASSERT_EQ(kv.kv_dtype(), DType::kF32);
+  ASSERT_EQ(kv.ik_dtype(), DType::kF8E4M3);
+  ASSERT_EQ(kv.ik_pages(0).dtype, DType::kF8E4M3);
+  // E4M3 has 3 mantissa bits: 1 + 1/16 is halfway between 1 (0x38, even) and 1.125 (0x39): down;
+  // 1 + 3/16 is halfway between 0x39 (odd) and 1.25 (0x3A): up. 500 saturates to 448 (0x7E, no
+  // inf in e4m3fn), -2^-10 is half the smallest subnormal: to even, -0 (0x80).
+  const float ik[4] = {1.0f + 0x1p-4f, 1.0f + 3 * 0x1p-4f, 500.0f, -0x1p-10f};
+  kv.write_ik(0, 5, Tensor(const_cast<float*>(ik), DType::kF32, {1, 4}));
+  const uint8_t* p = kv.ik_pages(0).ptr<uint8_t>() + (1 * 4 + 1) * 4;
+  const uint8_t want[4] = {0x38, 0x3A, 0x7E, 0x80};
+  for (int c = 0; c < 4; ++c) EXPECT_EQ(p[c], want[c]) << c;
+  EXPECT_EQ(p[-1], 0);  // nothing else written
+  EXPECT_EQ(p[4], 0);
+  // Bytes: K/V as before, index keys 1 byte each; none given = the K/V dtype.
+  const size_t kv_f32 = 4 * 2 * 4 * sizeof(float);
+  EXPECT_EQ(PageStore::page_bytes(specs, 4, DType::kF32, DType::kF8E4M3), kv_f32 + 4 * 4);
+  EXPECT_EQ(PageStore::page_bytes(specs, 4, DType::kBF16, DType::kF8E4M3), kv_f32 / 2 + 4 * 4);
+  EXPECT_EQ(PageStore::page_bytes(specs, 4, DType::kBF16), (kv_f32 + 4 * 4 * sizeof(float)) / 2);
+  const PageStore st(specs, 3, 4, DType::kBF16, DType::kF8E4M3);
+  EXPECT_EQ(st.page_bytes(), kv_f32 / 2 + 4 * 4);
+  EXPECT_EQ(st.ik(0).dtype, DType::kF8E4M3);
+  EXPECT_EQ(st.k(0).dtype, DType::kBF16);
+}
+
+TEST(KvF8IndexKeys, OnlyIndexKeysMayBeF8) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const std::vector<LayerCacheSpec> specs = {{LayerCacheSpec::kKv, 1, 4, 4}};
+  EXPECT_DEATH(PageStore(specs, 3, 4, DType::kF8E4M3), "KV pages are F32 or BF16");
+  EXPECT_DEATH(PageStore(specs, 3, 4, DType::kF32, DType::kF16), "index-key pages are F32, BF16 or F8_E4M3");
+}
+
 }  // namespace
 }  // namespace mmx

@@ -19,6 +19,7 @@
 #include "base/clock.h"
 #include "bench_cost.h"
 #include "bench_peak.h"
+#include "cache_flags.h"
 #include "common.h"
 #include "engine/sampler.h"
 #include "model/model.h"
@@ -85,7 +86,8 @@ Rss read_rss() {
 }
 
 struct ModelOpts {
-  std::string model, kv_dtype = "bf16";
+  std::string model;
+  CacheFlags cache;
   int prompt = 64, gen = 16, reps = 5, threads = 0, ctx = 0;
   bool peak = true, json = false;
   LoadOptions load;
@@ -115,7 +117,8 @@ void fill(Model& m, KvCache& kv, const std::vector<int32_t>& ids, int64_t from, 
 void bench_model(const ModelOpts& o) {
   ops::set_n_threads(o.threads);
   const int nt = ops::n_threads();
-  const DType kv_dtype = o.kv_dtype == "bf16" ? DType::kBF16 : DType::kF32;
+  const DType kv_dtype = o.cache.kv_dtype();
+  const std::optional<DType> ik_dtype = o.cache.ik_dtype();
   auto model = load_model(o.model, progress_bar, o.load);
   const Rss rss_loaded = read_rss();
   const ModelConfig& c = model->config();
@@ -137,7 +140,7 @@ void bench_model(const ModelOpts& o) {
   PhaseTimes prefill_ph;
   double prefill_s = 0;
   for (int r = 0; r < o.reps + 1; ++r) {
-    KvCache kv = model->make_cache(cap, 1024, 4, kv_dtype);
+    KvCache kv = model->make_cache(cap, 1024, 4, kv_dtype, ik_dtype);
     ForwardBatch b;
     b.tokens = Tensor(ids.data(), DType::kI32, {o.prompt});
     b.positions = Tensor(pos.data(), DType::kI32, {o.prompt});
@@ -154,7 +157,7 @@ void bench_model(const ModelOpts& o) {
 
   // Decode: --gen greedy steps after dctx tokens; the context is filled once, each run rolls
   // back to it (refilling what a lightning checkpoint cannot restore).
-  KvCache kv = model->make_cache(cap, 1024, 4, kv_dtype);
+  KvCache kv = model->make_cache(cap, 1024, 4, kv_dtype, ik_dtype);
   fill(*model, kv, ids, 0, dctx, logits.t());
   std::vector<double> decode;
   PhaseTimes decode_ph;
@@ -273,8 +276,7 @@ void add_bench_model(CLI::App* bench, Action& action) {
       ->capture_default_str()->check(CLI::Range(1, 1000));
   m->add_option("-t,--threads", o->threads, "Threads (0 = all cores)");
   add_load_options(m, &o->load);
-  m->add_option("--kv-dtype", o->kv_dtype, "K/V page storage")->capture_default_str()->check(
-      CLI::IsMember({"f32", "bf16"}));
+  add_cache_flags(m, &o->cache);
   m->add_flag("--json", o->json, "End with one JSON line (medians, ceilings, per-op ms, RSS)");
   m->add_flag("!--no-peak", o->peak, "Skip measuring the machine ceilings");
   m->callback([o, &action] { action = [o] { bench_model(*o); }; });

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "base/error.h"
+#include "cache_flags.h"
 #include "common.h"
 #include "sampling_flags.h"
 #include "engine/generate.h"
@@ -21,7 +22,8 @@ namespace mmx::cli {
 
 namespace {
 struct Opts {
-  std::string model, prompt, ids, system, kv_dtype = "bf16";
+  std::string model, prompt, ids, system;
+  CacheFlags cache;
   int n = 32, threads = 0;
   LoadOptions load;
   SamplingFlags sampling;  // what is not given comes from the checkpoint's generation_config.json
@@ -73,7 +75,8 @@ void run_generate(const Opts& o) {
   bool first = true;
   GenerateOptions go;
   go.n_valid_vocab = tokenizer ? tokenizer->vocab_size() : 0;
-  go.kv_dtype = o.kv_dtype == "f32" ? DType::kF32 : DType::kBF16;
+  go.kv_dtype = o.cache.kv_dtype();
+  go.ik_dtype = o.cache.ik_dtype();
   generate(*model, req,
            [&](int32_t t) {
              if (detok) std::fputs(detok->push(t).c_str(), stdout);
@@ -118,8 +121,7 @@ void add_generate(CLI::App& app, Action& action) {
                       "Sampling seed (default: random, printed on stderr)", /*penalties=*/true});
   c->add_option("-t,--threads", o->threads, "CPU threads (0 = all cores)");
   add_load_options(c, &o->load);
-  c->add_option("--kv-dtype", o->kv_dtype, "KV cache storage: bf16 (half the bytes) or f32 (exact K/V)")
-      ->capture_default_str()->check(CLI::IsMember({"f32", "bf16"}));
+  add_cache_flags(c, &o->cache);
   c->add_flag("--stats", o->stats, "Print prefill/decode speed on stderr");
   c->add_flag("--ignore-eos", o->ignore_eos, "Do not stop at the end-of-sequence token");
   c->add_flag("--msa-stats", o->msa_stats,

@@ -19,6 +19,7 @@
 #include "base/error.h"
 #include "engine/generation_config.h"
 #include "chat_model.h"
+#include "cache_flags.h"
 #include "common.h"
 #include "engine/engine.h"
 #include "ops/ops.h"
@@ -34,7 +35,8 @@ std::atomic<bool> g_stop{false};
 void on_signal(int) { g_stop = true; }
 
 struct Opts {
-  std::string model, host = "127.0.0.1", reasoning_format = "auto", served_name, kv_dtype = "bf16", chat_template;
+  std::string model, host = "127.0.0.1", reasoning_format = "auto", served_name, chat_template;
+  CacheFlags cache;
   int port = 8080, threads = 0;
   LoadOptions load;
   EngineOptions engine;  // what the engine owns: budgets and queue limits (passed through)
@@ -65,11 +67,12 @@ void run_serve(Opts o) {
 
   o.engine.eos_ids = sm.eos_ids;
   o.engine.n_valid_vocab = tokenizer.vocab_size();
-  o.engine.kv_dtype = o.kv_dtype == "bf16" ? DType::kBF16 : DType::kF32;
+  o.engine.kv_dtype = o.cache.kv_dtype();
+  o.engine.ik_dtype = o.cache.ik_dtype();
   Engine engine(*model, o.engine);
   const PagedMemory& kv = engine.memory();
   std::fprintf(stderr, "mmx serve: KV pool %lld pages x %lld tokens, %s (%.1f MiB); longest request %lld tokens\n",
-               (long long)kv.n_pages(), (long long)kv.page(), o.kv_dtype.c_str(), double(kv.bytes()) / (1 << 20),
+               (long long)kv.n_pages(), (long long)kv.page(), o.cache.describe().c_str(), double(kv.bytes()) / (1 << 20),
                (long long)engine.context_limit());
   server::Server srv(engine, sm, o.server);
   const int port = srv.start(o.host, o.port);
@@ -118,10 +121,7 @@ void add_serve(CLI::App& app, Action& action) {
                 "Engine: pages in the shared KV pool (a page = 16 tokens, 128 for M3's MSA blocks; "
                 "0 = up to 2 GiB, at most 64 contexts)")
       ->check(CLI::NonNegativeNumber);
-  c->add_option("--kv-dtype", o->kv_dtype,
-                "Engine: KV cache storage, f32 or bf16 (bf16 halves KV memory per page, so the "
-                "auto-sized pool holds twice the tokens, at bf16 rounding of K/V)")
-      ->capture_default_str()->check(CLI::IsMember({"f32", "bf16"}));
+  add_cache_flags(c, &o->cache);
   c->add_option("--state-snapshots", o->engine.max_state_snapshots,
                 "Engine, lightning models (Text-01/M1): prefix states kept for prefix-cache hits "
                 "(each is one sequence's states: 280 MiB for MiniMax-Text-01)")

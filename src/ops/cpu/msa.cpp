@@ -22,7 +22,9 @@
 // (the scalar tails of head dims not a multiple of 8 use an explicit fma, so that both
 // instantiations round alike whatever the compiler would contract).
 //
-// Not here: fp8 index keys (the release stores them as E4M3, 128 B per token).
+// Index-key pages may also be F8 E4M3 (the release's compact form, 128 B per token): a row is
+// widened through fp16 (simd.h) and multiplied by 2^8, both exact, so E4M3 pages too give the
+// bits of F32 pages holding the same values.
 #include "ops/cpu/msa.h"
 
 #include <omp.h>
@@ -32,6 +34,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <type_traits>
 #include <vector>
 
 #include "ops/cpu/cpu.h"
@@ -45,11 +48,13 @@ constexpr int64_t kQueryChunk = 64;  // queries whose block scores are held at o
 constexpr int64_t kRowTile = 8;      // (query, index head) rows per scoring task
 constexpr int64_t kBlockChunk = 16;  // blocks per scoring task
 
-// 8 / 1 page values from a row of F32 or BF16, as fp32 (exact).
+// 8 / 1 page values from a row of F32, BF16 or (index keys) F8 E4M3, as fp32 (exact).
 inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
 inline __m256 load8(const uint16_t* p) { return bf16x8_to_f32(p); }
+inline __m256 load8(const uint8_t* p) { return _mm256_mul_ps(f8x8_to_f32_unscaled(p), _mm256_set1_ps(kF8Unscale)); }
 inline float load1(float x) { return x; }
 inline float load1(uint16_t h) { return bf16_to_f32_scalar(h); }
+inline float load1(uint8_t b) { return f8_to_f32_unscaled(b) * kF8Unscale; }
 
 // [Σ a0, Σ a1, Σ a2, Σ a3] (each the same hadd tree, so a dot's bits do not depend on its slot).
 inline __m128 hsum4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
@@ -108,6 +113,21 @@ void score_blocks(const float* const* q, const int64_t* pos, int64_t r0, int64_t
                   int64_t b1, const T* ik, const int32_t* bt, int64_t B, int64_t d,
                   int64_t nb, float* S) {
   const __m128 neg_inf = _mm_set1_ps(-std::numeric_limits<float>::infinity());
+  // E4M3 keys are widened without their 2^8 (simd.h: fp16 holds e4m3 · 2^-8) and the tile's
+  // queries carry it instead: fma(2^8 q, 2^-8 k, acc) is fma(q, k, acc) exactly (power-of-two
+  // scalings of finite values), one multiply per query element instead of one per key element.
+  constexpr bool kF8 = std::is_same_v<T, uint8_t>;
+  const float* qr[kRowTile];  // the rows' queries as the dots read them
+  float* wide = nullptr;      // kF8: 4 widened key rows, then the scaled queries
+  for (int64_t r = r0; r < r1; ++r) qr[r - r0] = q[r];
+  if constexpr (kF8) {
+    wide = scratch(0, size_t((4 + kRowTile) * d));
+    for (int64_t r = r0; r < r1; ++r) {
+      float* s = wide + (4 + (r - r0)) * d;
+      for (int64_t c = 0; c < d; ++c) s[c] = q[r][c] * kF8Unscale;
+      qr[r - r0] = s;
+    }
+  }
   for (int64_t b = b0; b < b1; ++b) {
     int64_t act[kRowTile], lim[kRowTile];
     int n_act = 0;
@@ -123,9 +143,11 @@ void score_blocks(const float* const* q, const int64_t* pos, int64_t r0, int64_t
       nk = std::max(nk, std::min(B, l + 1));
     }
     if (n_act == 0) continue;
-    const T* page = ik + int64_t(bt[b]) * B * d;
     __m128 run[kRowTile];
     for (int a = 0; a < n_act; ++a) run[a] = neg_inf;
+    const T* page = ik + int64_t(bt[b]) * B * d;
+    // E4M3 rows are widened 4 at a time into an L1-resident copy that every row pair of the tile
+    // reads (widening inside dots4 would redo it per pair).
     for (int64_t k0 = 0; k0 < nk; k0 += 4) {
       const T* kp[4];
       alignas(16) float idx[4];
@@ -140,19 +162,39 @@ void score_blocks(const float* const* q, const int64_t* pos, int64_t r0, int64_t
           o = _mm_blendv_ps(o, neg_inf, _mm_cmpgt_ps(iv, _mm_set1_ps(float(lim[a]))));
         run[a] = _mm_max_ps(run[a], o);
       };
-      int a = 0;
-      for (; a + 2 <= n_act; a += 2) {
-        const float* qq[2] = {q[act[a]], q[act[a + 1]]};
-        __m128 o[2];
-        dots4<2>(qq, kp, d, o);
-        fold(a, o[0]);
-        fold(a + 1, o[1]);
-      }
-      if (a < n_act) {
-        const float* qq[1] = {q[act[a]]};
-        __m128 o[1];
-        dots4<1>(qq, kp, d, o);
-        fold(a, o[0]);
+      const auto rows = [&](const auto* const* k) {  // every active row against the 4 keys k
+        int a = 0;
+        for (; a + 2 <= n_act; a += 2) {
+          const float* qq[2] = {qr[act[a] - r0], qr[act[a + 1] - r0]};
+          __m128 o[2];
+          dots4<2>(qq, k, d, o);
+          fold(a, o[0]);
+          fold(a + 1, o[1]);
+        }
+        if (a < n_act) {
+          const float* qq[1] = {qr[act[a] - r0]};
+          __m128 o[1];
+          dots4<1>(qq, k, d, o);
+          fold(a, o[0]);
+        }
+      };
+      if constexpr (kF8) {
+        const float* kw[4];
+        for (int u = 0; u < 4; ++u) {
+          float* w = wide + u * d;
+          int64_t c = 0;
+          for (; c + 16 <= d; c += 16) {
+            __m256 lo, hi;
+            f8x16_to_f32_unscaled(kp[u] + c, &lo, &hi);
+            _mm256_storeu_ps(w + c, lo);
+            _mm256_storeu_ps(w + c + 8, hi);
+          }
+          for (; c < d; ++c) w[c] = f8_to_f32_unscaled(kp[u][c]);
+          kw[u] = w;
+        }
+        rows(kw);
+      } else {
+        rows(kp);
       }
     }
     for (int a = 0; a < n_act; ++a) S[act[a] * nb + b] = hmax4(run[a]);
@@ -206,9 +248,7 @@ void msa_index_select(const Tensor& iq, const Tensor& ik_pages, const Tensor& bl
   const int64_t K = selected.dim(2);
   const int32_t* bt = block_table.ptr<int32_t>();
   const int32_t* pos = positions.ptr<int32_t>();
-  const bool bf16 = ik_pages.dtype == DType::kBF16;
-  const float* ik = bf16 ? nullptr : ik_pages.f32();
-  const uint16_t* ik16 = bf16 ? ik_pages.ptr<uint16_t>() : nullptr;
+  const DType ikt = ik_pages.dtype;  // F32, BF16 or F8 E4M3 (check.cpp)
   const int nt = threads();
   std::vector<float> S;
   std::vector<const float*> q;
@@ -237,10 +277,12 @@ void msa_index_select(const Tensor& iq, const Tensor& ik_pages, const Tensor& bl
         const int64_t rt = task / n_bc, bc = task % n_bc;
         const int64_t r0 = rt * kRowTile, r1 = std::min(n_rows, r0 + kRowTile);
         const int64_t b0 = bc * kBlockChunk, b1 = std::min(nb, b0 + kBlockChunk);
-        if (bf16)
-          score_blocks(q.data(), rpos.data(), r0, r1, b0, b1, ik16, bt, B, d, nb, S.data());
+        if (ikt == DType::kBF16)
+          score_blocks(q.data(), rpos.data(), r0, r1, b0, b1, ik_pages.ptr<uint16_t>(), bt, B, d, nb, S.data());
+        else if (ikt == DType::kF8E4M3)
+          score_blocks(q.data(), rpos.data(), r0, r1, b0, b1, ik_pages.ptr<uint8_t>(), bt, B, d, nb, S.data());
         else
-          score_blocks(q.data(), rpos.data(), r0, r1, b0, b1, ik, bt, B, d, nb, S.data());
+          score_blocks(q.data(), rpos.data(), r0, r1, b0, b1, ik_pages.f32(), bt, B, d, nb, S.data());
       }
 #pragma omp for schedule(static)
       for (int64_t r = 0; r < n_rows; ++r) {

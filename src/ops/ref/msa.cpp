@@ -19,12 +19,14 @@ namespace {
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
 // Element c of key j, KV head h (pages [n_pages, B, n_kv_heads, d]) or of the index key j
-// (pages [n_pages, B, d], h = 0 and n_kvh = 1); F32 or BF16 pages, exactly as a double.
+// (pages [n_pages, B, d], h = 0 and n_kvh = 1); F32, BF16 or (index keys) F8 E4M3 pages,
+// exactly as a double.
 double page_at(const Tensor& pages, const int32_t* bt, int64_t n_kvh, int64_t j, int64_t h,
                int64_t c) {
   const int64_t B = pages.dim(1), d = pages.dim(pages.ndim - 1);
   const int64_t page = bt[j / B], row = j % B, e = ((page * B + row) * n_kvh + h) * d + c;
   if (pages.dtype == DType::kBF16) return double(bf16_to_f32(pages.ptr<uint16_t>()[e]));
+  if (pages.dtype == DType::kF8E4M3) return double(f8e4m3_to_f32(pages.ptr<uint8_t>()[e]));
   return double(pages.f32()[e]);
 }
 

@@ -335,6 +335,7 @@ class SafetensorsFile {
   const std::string& path() const { return map_.path(); }
   const uint8_t* bytes() const { return map_.bytes(); }
   uint64_t size() const { return map_.size(); }
+  void to_huge_pages() { map_.to_huge_pages(); }
   const std::map<std::string, TensorInfo>& tensors() const { return tensors_; }
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
 
@@ -410,6 +411,11 @@ struct TensorStore::Impl {
     return gguf ? gguf->bytes() : files[size_t(file_index)]->bytes();
   }
 };
+
+void TensorStore::to_huge_pages() {
+  if (impl_->gguf) impl_->gguf->to_huge_pages();
+  for (auto& f : impl_->files) f->to_huge_pages();
+}
 
 namespace {
 

@@ -60,6 +60,9 @@ class TensorStore {
   // (recognised by its magic; tensors under their GGUF names, shapes outermost first).
   // Throws mmx::Error naming the file (and tensor) on anything malformed.
   static TensorStore open(const std::string& path);
+  // Moves every file's bytes into anonymous huge pages (base/mapped_file.h: why); call before
+  // taking any view.
+  void to_huge_pages();
   ~TensorStore();
   TensorStore(TensorStore&&) noexcept;
   TensorStore& operator=(TensorStore&&) noexcept;

@@ -152,8 +152,9 @@ class Loader {
 }  // namespace
 
 ModelWeights load_weights(const std::string& dir, const ModelConfig& cfg,
-                          void (*progress)(int, int)) {
+                          void (*progress)(int, int), bool huge_pages) {
   ModelWeights mw(TensorStore::open(dir));
+  if (huge_pages) mw.store.to_huge_pages();
   const Loader ld(mw.store, cfg, mw.copies);
   const int64_t d = cfg.d_model, qd = cfg.q_dim(), kvd = cfg.kv_dim(), f = cfg.ffn_dim;
   const std::string& pre = cfg.tensor_prefix;  // "language_model." for M3, else ""

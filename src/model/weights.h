@@ -80,8 +80,9 @@ struct ModelWeights {
 
 // Loads and checks every tensor the config implies. `progress` (may be null) is called with
 // (done, total) as layers load.
+// huge_pages: TensorStore::to_huge_pages() before any view is taken.
 ModelWeights load_weights(const std::string& dir, const ModelConfig& cfg,
-                          void (*progress)(int done, int total) = nullptr);
+                          void (*progress)(int done, int total) = nullptr, bool huge_pages = false);
 
 // Parameter counts implied by the config (no weights needed).
 struct ParamCounts {

@@ -5,6 +5,7 @@
 //
 // Files under test are written here by hand (raw_file) as well as by SafetensorsWriter, so the
 // reader is never checked only against its own writer.
+#include "base/mapped_file.h"
 #include "model/safetensors.h"
 #include "model/safetensors_writer.h"
 
@@ -469,6 +470,45 @@ TEST_F(ShardedTest, TwoShards) {
     EXPECT_EQ(st.metadata().at("shard"), "one");  // first shard wins
     expect_error([&] { st.info("d"); }, {"'d'", p});
   }
+}
+
+// TensorStore::to_huge_pages (the default weight residency of load_model): every shard's bytes
+// move into anonymous memory, 2 MiB aligned, and every tensor reads back the same bytes.
+TEST_F(ShardedTest, HugePagesHoldTheSameBytes) {
+  write_index(R"({"a": "model-00001-of-00002.safetensors",
+                  "b": "model-00001-of-00002.safetensors",
+                  "c": "model-00002-of-00002.safetensors"})");
+  TensorStore st = TensorStore::open(dir_.string());
+  const void* mapped = st.tensor("a").data;
+  st.to_huge_pages();
+  st.to_huge_pages();  // a second call changes nothing
+  EXPECT_NE(st.tensor("a").data, mapped);
+  for (const char* n : {"a", "b", "c"}) {
+    EXPECT_EQ(tensor_bytes(st.tensor(n)), std::vector<uint8_t>(3, uint8_t(n[0]))) << n;
+  }
+  EXPECT_EQ(st.metadata().at("shard"), "one");
+  EXPECT_EQ(st.total_bytes(), 9u);
+}
+
+TEST_F(SafetensorsTest, HugePagesOfAFileThatShrankIsAnError) {
+  const std::string p = path("big.bin");
+  {
+    std::ofstream f(p, std::ios::binary);
+    const std::vector<char> bytes(size_t(3) << 20, 'x');
+    f.write(bytes.data(), std::streamsize(bytes.size()));
+  }
+  MappedFile m(p, "test file");
+  EXPECT_FALSE(m.in_huge_pages());
+  fs::resize_file(p, 1 << 20);  // another process truncated it after the open
+  expect_error([&] { m.to_huge_pages(); }, {"test file", p, "reading it into memory failed"});
+  EXPECT_FALSE(m.in_huge_pages());
+  fs::resize_file(p, size_t(3) << 20);  // the zero-filled tail again: the copy succeeds
+  m.to_huge_pages();
+  EXPECT_TRUE(m.in_huge_pages());
+  EXPECT_EQ(m.size(), uint64_t(3) << 20);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(m.bytes()) % (uintptr_t(2) << 20), 0u);
+  EXPECT_EQ(m.bytes()[0], 'x');
+  EXPECT_EQ(m.bytes()[(size_t(3) << 20) - 1], 0);
 }
 
 TEST_F(ShardedTest, OnlyWeightMapTensorsAreExposed) {

@@ -206,9 +206,11 @@ void bench_model(const ModelOpts& o) {
   std::printf("prefill flop/tok  %.3f GFLOP (weight GEMMs)\n", tc.flops_per_token / 1e9);
   std::printf("decode bandwidth  %.2f GB/s\n", bw);
   std::printf("prefill compute   %.2f GFLOP/s\n", fl);
-  std::printf("memory            RSS %.0f MiB after load (anonymous %.0f MiB: weights stay in the mmap), %.0f MiB "
+  std::printf("memory            RSS %.0f MiB after load (anonymous %.0f MiB: %s), %.0f MiB "
               "after the runs (anonymous %.0f)\n",
-              rss_loaded.total_mb, rss_loaded.anon_mb, rss.total_mb, rss.anon_mb);
+              rss_loaded.total_mb, rss_loaded.anon_mb,
+              o.load.mmap_weights ? "weights stay in the mmap" : "the weights, read into huge pages",
+              rss.total_mb, rss.anon_mb);
 
   // Per decode token, ms: the phases, sampling, and the rest of the forward.
   nlohmann::json dec_ms, pre_ms;

@@ -80,6 +80,10 @@ std::unique_ptr<Model> load_for_cli(const std::string& dir, const LoadOptions& o
 }
 
 void add_load_options(CLI::App* c, LoadOptions* o) {
+  c->add_flag("--mmap", o->mmap_weights,
+              "Leave the weights mapped from the file (no copy; pages fault in on first use) instead of "
+              "reading them into 2 MiB huge pages at load, which decodes MoE models faster here "
+              "(docs/performance.md)");
   c->add_option("--lightning-block", o->lightning_block,
                 "Lightning attention: chunk length of the blockwise prefill (default: the config's "
                 "block capped at 64, the fastest here). Changes rounding only")

@@ -86,7 +86,7 @@ std::unique_ptr<Model> load_model(const std::string& dir, void (*progress)(int, 
                                   const LoadOptions& opts) {
   ModelConfig cfg = load_config(dir);
   cfg.lightning_block = opts.lightning_block > 0 ? opts.lightning_block : std::min(cfg.lightning_block, 64);
-  ModelWeights w = load_weights(dir, cfg, progress);
+  ModelWeights w = load_weights(dir, cfg, progress, !opts.mmap_weights);
   if (opts.lm_head_dtype) reencode_lm_head(w, *opts.lm_head_dtype);
   if (cfg.family == Family::kMiniMaxM3) {  // the VL wrapper's non-text tensors (spec §5.9)
     int64_t n_vision = 0;

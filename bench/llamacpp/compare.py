@@ -24,9 +24,9 @@ def run(cmd):
     return r.stdout
 
 
-def llama_round(exe, path, a, depth):
+def llama_round(exe, path, a, depth, extra):
     """tok/s of llama-bench's pp (prompt) and tg (gen) tests, one repetition each."""
-    cmd = [exe, "-m", path, "-t", str(a.threads), "-r", "1", "-o", "json", "-d", str(depth)]
+    cmd = [exe, "-m", path, "-t", str(a.threads), "-r", "1", "-o", "json", "-d", str(depth)] + extra
     cmd += ["-p", str(a.prompt if depth == 0 else 0), "-n", str(a.gen)]
     out = json.loads(run(cmd))
     pp = [t["avg_ts"] for t in out if t["n_prompt"] > 0 and t["n_gen"] == 0]
@@ -62,22 +62,23 @@ def main():
     rows, everything = [], []
     ceiling = None
     for e in a.entries:
-        extra = []
-        if "=" in e:  # LABEL=LLAMA_FILE,MMX_PATH[,MMX_ARGS]
+        extra, lextra = [], []
+        if "=" in e:  # LABEL=LLAMA_FILE,MMX_PATH[,MMX_ARGS[,LLAMA_ARGS]]
             label, rest = e.split("=", 1)
-            parts = rest.split(",", 2)
+            parts = rest.split(",", 3)
             lpath, mpath = parts[0], parts[1]
             extra = shlex.split(parts[2]) if len(parts) > 2 else []
+            lextra = shlex.split(parts[3]) if len(parts) > 3 else []
         else:
             label, lpath, mpath = os.path.basename(e), e, e
-        res = {"label": label, "llama": lpath, "mmx": mpath, "mmx_args": extra, "rounds": []}
+        res = {"label": label, "llama": lpath, "mmx": mpath, "mmx_args": extra, "llama_args": lextra, "rounds": []}
         for r in range(a.rounds):
             order = ("llama", "mmx") if r % 2 == 0 else ("mmx", "llama")
             rec = {}
             for who in order:
                 t0 = time.time()
                 if who == "llama":
-                    rec["llama_pp"], rec["llama_tg"] = llama_round(exe, lpath, a, a.depth)
+                    rec["llama_pp"], rec["llama_tg"] = llama_round(exe, lpath, a, a.depth, lextra)
                 else:
                     j = mmx_round(a.mmx, mpath, a, a.depth, extra)
                     ceiling = max(ceiling or 0.0, j["bw_ceiling_gb_s"])

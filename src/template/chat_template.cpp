@@ -4,10 +4,9 @@
 #include <cctype>
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "base/error.h"
+#include "base/file_io.h"
 #include "base/json_nesting.h"
 #include "gguf/hf_view.h"
 
@@ -15,13 +14,7 @@ namespace mmx {
 
 namespace fs = std::filesystem;
 
-static std::string read_file(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  if (!f) fail("cannot open {}", p.string());
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+static std::string read_file(const fs::path& p) { return mmx::read_file(p.string()); }
 
 ChatTemplate ChatTemplate::from_dir(const std::string& dir, const std::string& template_file) {
   auto override_or = [&](std::map<std::string, std::string> found) {

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "base/error.h"
+#include "base/file_io.h"
 #include "model/config.h"
 #include "fixtures/m2_chat_template.h"
 #include "model/safetensors.h"
@@ -34,20 +35,7 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-std::string read_file(const std::string& path, const char* what) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) fail("cannot read the {} file {}", what, path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-void write_file(const fs::path& p, const std::string& s) {
-  std::ofstream f(p, std::ios::binary);
-  if (!f) fail("cannot write {}", p.string());
-  f << s;
-  if (!f) fail("error writing {}", p.string());
-}
+void write_file(const fs::path& p, const std::string& s) { mmx::write_file(p.string(), s); }
 
 // The options a run is fixed by (train_state.json "run"); a resume reads them back.
 json run_json(const TrainOptions& o) {

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <string>
@@ -105,6 +106,27 @@ inline bool bitwise_equal(const Tensor& a, const Tensor& b) {
 
 // ---- GGUF block types (base/qblocks.h) ----
 constexpr DType kQuantTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+
+// P_j for element j of a block at blk (qmatmul_test's error model): a bound on |weight part| +
+// |offset part| of the dequantized weight, from the block header alone.
+inline double quant_part_bound(DType t, const uint8_t* blk, int64_t j) {
+  switch (t) {
+    case DType::kQ8_0: return std::fabs(f16_to_f32(reinterpret_cast<const BlockQ8_0*>(blk)->d)) * 128;
+    case DType::kQ4_0: return std::fabs(f16_to_f32(reinterpret_cast<const BlockQ4_0*>(blk)->d)) * 23;
+    case DType::kQ4_K: case DType::kQ5_K: {
+      const auto* b4 = reinterpret_cast<const BlockQ4K*>(blk);  // d, dmin, scales: same offsets in Q5_K
+      uint8_t sc, m;
+      scale_min_k4(b4->scales, int(j / 32), &sc, &m);
+      const double lmax = t == DType::kQ4_K ? 15 : 31;
+      return std::fabs(f16_to_f32(b4->d)) * sc * lmax + std::fabs(f16_to_f32(b4->dmin)) * m;
+    }
+    case DType::kQ6_K: {
+      const auto* b = reinterpret_cast<const BlockQ6K*>(blk);
+      return std::fabs(f16_to_f32(b->d)) * std::abs(int(b->scales[j / 16])) * 95;
+    }
+    default: ADD_FAILURE() << "not a block type"; return 0;
+  }
+}
 
 enum class QScales { kSane, kExtreme };
 

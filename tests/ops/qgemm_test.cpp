@@ -23,25 +23,6 @@ namespace {
 
 constexpr double kU = 1.0 / 16777216.0;  // 2^-24
 
-double part_bound(DType t, const uint8_t* blk, int64_t j) {
-  switch (t) {
-    case DType::kQ8_0: return std::fabs(f16_to_f32(reinterpret_cast<const BlockQ8_0*>(blk)->d)) * 128;
-    case DType::kQ4_0: return std::fabs(f16_to_f32(reinterpret_cast<const BlockQ4_0*>(blk)->d)) * 23;
-    case DType::kQ4_K: case DType::kQ5_K: {
-      const auto* b = reinterpret_cast<const BlockQ4K*>(blk);  // same header offsets in Q5_K
-      uint8_t sc, m;
-      scale_min_k4(b->scales, int(j / 32), &sc, &m);
-      return std::fabs(f16_to_f32(b->d)) * sc * (t == DType::kQ4_K ? 15 : 31) +
-             std::fabs(f16_to_f32(b->dmin)) * m;
-    }
-    case DType::kQ6_K: {
-      const auto* b = reinterpret_cast<const BlockQ6K*>(blk);
-      return std::fabs(f16_to_f32(b->d)) * std::abs(int(b->scales[j / 16])) * 95;
-    }
-    default: ADD_FAILURE(); return 0;
-  }
-}
-
 // x: normal(0, 1) with each 32-block scaled by 2^u, u in [-6, 6] (blocks of very different d_x).
 Buffer random_acts(int64_t n, int64_t n_in, uint64_t seed) {
   Buffer x = random_tensor({n, n_in}, seed);
@@ -105,7 +86,7 @@ void check_case(const Buffer& wb, const Buffer& xb) {
   for (int64_t o = 0; o < n_out; ++o) {
     for (int64_t i = 0; i < n_in; ++i) {
       w[size_t(i)] = ops::ref::linear_at(l, o, i);
-      pb[size_t(i)] = part_bound(t, wp + size_t(o) * row_bytes + size_t(i / blk) * bb, i % blk);
+      pb[size_t(i)] = quant_part_bound(t, wp + size_t(o) * row_bytes + size_t(i / blk) * bb, i % blk);
     }
     for (int64_t tok = 0; tok < n; ++tok) {
       double m = 0, qerr = 0, wx = 0;

@@ -31,26 +31,6 @@ namespace {
 
 constexpr double kU = 1.0 / 16777216.0;  // 2^-24
 
-// P_i for element j of a block (see the header): a bound on |weight part| + |offset part|.
-double part_bound(DType t, const uint8_t* blk, int64_t j) {
-  switch (t) {
-    case DType::kQ8_0: return std::fabs(f16_to_f32(reinterpret_cast<const BlockQ8_0*>(blk)->d)) * 128;
-    case DType::kQ4_0: return std::fabs(f16_to_f32(reinterpret_cast<const BlockQ4_0*>(blk)->d)) * 23;
-    case DType::kQ4_K: case DType::kQ5_K: {
-      const auto* b4 = reinterpret_cast<const BlockQ4K*>(blk);  // d, dmin, scales: same offsets in Q5_K
-      uint8_t sc, m;
-      scale_min_k4(b4->scales, int(j / 32), &sc, &m);
-      const double lmax = t == DType::kQ4_K ? 15 : 31;
-      return std::fabs(f16_to_f32(b4->d)) * sc * lmax + std::fabs(f16_to_f32(b4->dmin)) * m;
-    }
-    case DType::kQ6_K: {
-      const auto* b = reinterpret_cast<const BlockQ6K*>(blk);
-      return std::fabs(f16_to_f32(b->d)) * std::abs(int(b->scales[j / 16])) * 95;
-    }
-    default: ADD_FAILURE(); return 0;
-  }
-}
-
 // The activation format by its definition (cpu.h), scalar: d = amax / 127 in f32, q = clamp(
 // round-to-nearest-even(x / d), -127, 127) (0 when d == 0).
 struct DefActs {
@@ -128,7 +108,7 @@ void check_case(const Buffer& wb, const Buffer& xb, const char* what, Stats* st)
   for (int64_t o = 0; o < n_out; ++o) {
     for (int64_t i = 0; i < n_in; ++i) {
       w[size_t(i)] = ops::ref::linear_at(l, o, i);
-      pb[size_t(i)] = part_bound(t, wp + size_t(o) * row_bytes + size_t(i / blk) * bb, i % blk);
+      pb[size_t(i)] = quant_part_bound(t, wp + size_t(o) * row_bytes + size_t(i / blk) * bb, i % blk);
     }
     for (int64_t tok = 0; tok < n; ++tok) {
       const float* x = xb.f32() + tok * n_in;

@@ -23,12 +23,11 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "base/error.h"
+#include "base/file_io.h"
 #include "common.h"
 #include "fixtures/tiny_tokenizer.h"
 #include "model/safetensors.h"
@@ -41,25 +40,14 @@ namespace {
 namespace fs = std::filesystem;
 using ojson = nlohmann::ordered_json;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  if (!f) fail("cannot read {}", p.string());
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 ojson read_json(const fs::path& p) {
   try {
-    return ojson::parse(slurp(p));
+    return ojson::parse(read_file(p.string()));
   } catch (const nlohmann::json::exception& e) {
     fail("{} is not valid JSON: {}", p.string(), e.what());
   }
 }
-void write_json(const fs::path& p, const ojson& j) {
-  std::ofstream f(p, std::ios::binary);
-  f << j.dump(2) << "\n";
-  if (!f) fail("cannot write {}", p.string());
-}
+void write_json(const fs::path& p, const ojson& j) { write_file(p.string(), j.dump(2) + "\n"); }
 
 // The arch of a checkpoint's config.json, in make-tiny's spelling.
 std::string arch_of(const ojson& cfg) {

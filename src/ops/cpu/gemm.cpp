@@ -29,25 +29,6 @@ constexpr int kPanels = 4;         // panels per task
 constexpr int64_t kKc = 256;       // input channels per k-chunk
 constexpr int kTaskCols = kNr * kPanels;
 
-// In-register 8x8 transpose: rows r[0..7] -> columns.
-inline void transpose8(__m256 r[8]) {
-  __m256 t[8], u[8];
-  for (int i = 0; i < 4; ++i) {
-    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  for (int i = 0; i < 2; ++i) {
-    u[4 * i + 0] = _mm256_shuffle_ps(t[4 * i + 0], t[4 * i + 2], 0x44);
-    u[4 * i + 1] = _mm256_shuffle_ps(t[4 * i + 0], t[4 * i + 2], 0xee);
-    u[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
-    u[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xee);
-  }
-  for (int i = 0; i < 4; ++i) {
-    r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
-    r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
-  }
-}
-
 // packed[k][c] = W[o0 + c, k0 + k] for c < cols, 0 for cols <= c < 16; k < kc.
 //   tmp: [kNr][kKc] scratch; packed: [kc][kNr].
 void pack_panel(const Linear& w, int64_t o0, int cols, int64_t k0, int64_t kc, float* tmp,

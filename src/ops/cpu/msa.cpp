@@ -23,8 +23,8 @@
 // instantiations round alike whatever the compiler would contract).
 //
 // Index-key pages may also be F8 E4M3 (the release's compact form, 128 B per token): a row is
-// widened through fp16 (simd.h) and multiplied by 2^8, both exact, so E4M3 pages too give the
-// bits of F32 pages holding the same values.
+// widened through fp16 (simd.h: the value · 2^-8, exact) and the queries carry the 2^8, so E4M3
+// pages too give the bits of F32 pages holding the same values (score_blocks).
 #include "ops/cpu/msa.h"
 
 #include <omp.h>
@@ -47,20 +47,6 @@ namespace {
 constexpr int64_t kQueryChunk = 64;  // queries whose block scores are held at once
 constexpr int64_t kRowTile = 8;      // (query, index head) rows per scoring task
 constexpr int64_t kBlockChunk = 16;  // blocks per scoring task
-
-// 8 / 1 page values from a row of F32, BF16 or (index keys) F8 E4M3, as fp32 (exact).
-inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
-inline __m256 load8(const uint16_t* p) { return bf16x8_to_f32(p); }
-inline __m256 load8(const uint8_t* p) { return _mm256_mul_ps(f8x8_to_f32_unscaled(p), _mm256_set1_ps(kF8Unscale)); }
-inline float load1(float x) { return x; }
-inline float load1(uint16_t h) { return bf16_to_f32_scalar(h); }
-inline float load1(uint8_t b) { return f8_to_f32_unscaled(b) * kF8Unscale; }
-
-// [Σ a0, Σ a1, Σ a2, Σ a3] (each the same hadd tree, so a dot's bits do not depend on its slot).
-inline __m128 hsum4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
-  const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
-  return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-}
 
 inline float hmax4(__m128 v) {
   v = _mm_max_ps(v, _mm_movehl_ps(v, v));

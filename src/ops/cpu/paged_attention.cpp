@@ -63,18 +63,6 @@ constexpr int kHeads = 6;             // query heads per score / P·V tile (12 a
 // Parked split partials per batch of queries (floats): bounds the buffer in chunked prefill.
 constexpr int64_t kMaxParked = int64_t(1) << 21;
 
-inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
-inline __m256 load8(const uint16_t* p) { return bf16x8_to_f32(p); }
-inline float load1(float x) { return x; }
-inline float load1(uint16_t h) { return bf16_to_f32_scalar(h); }
-
-// [Σ a0, Σ a1, Σ a2, Σ a3] (the same hadd tree for every slot, so a dot's bits do not depend on
-// the slot it lands in).
-inline __m128 hsum4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
-  const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
-  return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-}
-
 // Number of keys per split for a list of n keys (a multiple of kSub).
 inline int64_t split_len(int64_t n) {
   const int64_t want = (n + kMaxSplits - 1) / kMaxSplits;

@@ -2,6 +2,7 @@
 // GEMMs, read from the checkpoint's tensor sizes (HF directory or GGUF file). bench_model.cpp.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "base/dtype.h"
@@ -14,6 +15,9 @@ struct TokenCost {
   double flops_per_token = 0;   // 2 x active weight elements (no lm_head, no attention scores)
   double kv_bytes_per_ctx = 0;  // K/V bytes attention reads per token of context (kv_dtype pages)
 };
-TokenCost token_cost(const std::string& path, const ModelConfig& c, DType kv_dtype);
+// lm_head_dtype: the type the lm_head is re-encoded in at load (LoadOptions), if any; its bytes
+// are then counted in that type, not in the checkpoint's.
+TokenCost token_cost(const std::string& path, const ModelConfig& c, DType kv_dtype,
+                     std::optional<DType> lm_head_dtype = std::nullopt);
 
 }  // namespace mmx::cli

@@ -36,7 +36,8 @@ bool contains(const std::string& s, const char* part) { return s.find(part) != s
 
 // HF names (model.layers.N.block_sparse_moe.experts.E.w1.weight, ...) or GGUF names
 // (blk.N.ffn_gate_exps.weight, token_embd.weight, output.weight) alike.
-TokenCost token_cost(const std::string& path, const ModelConfig& c, DType kv_dtype) {
+TokenCost token_cost(const std::string& path, const ModelConfig& c, DType kv_dtype,
+                     std::optional<DType> lm_head_dtype) {
   const TensorStore st = TensorStore::open(path);
   TokenCost tc;
   double expert_bytes = 0, expert_elems = 0, other_elems = 0;
@@ -50,9 +51,12 @@ TokenCost token_cost(const std::string& path, const ModelConfig& c, DType kv_dty
       if (!scale) expert_elems += elems;
     } else if (name == "model.embed_tokens.weight" || name == "token_embd.weight") {
       tc.weight_bytes += double(ti.size_bytes) / double(c.vocab_size);  // one row
-    } else {
+    } else if (name == "lm_head.weight" || name == "output.weight") {
+      tc.weight_bytes += lm_head_dtype ? double(dtype_row_bytes(*lm_head_dtype, ti.shape.back())) * double(ti.shape.front())
+                                       : double(ti.size_bytes);
+    } else if (!(lm_head_dtype && contains(name, "lm_head.weight_scale_inv"))) {
       tc.weight_bytes += double(ti.size_bytes);
-      if (!scale && name != "lm_head.weight" && name != "output.weight") other_elems += elems;
+      if (!scale) other_elems += elems;
     }
   }
   const double active = double(c.n_experts_active) / double(c.n_experts);
@@ -122,7 +126,7 @@ void bench_model(const ModelOpts& o) {
   auto model = load_model(o.model, progress_bar, o.load);
   const Rss rss_loaded = read_rss();
   const ModelConfig& c = model->config();
-  const TokenCost tc = token_cost(o.model, c, kv_dtype);
+  const TokenCost tc = token_cost(o.model, c, kv_dtype, o.load.lm_head_dtype);
   const int64_t dctx = o.ctx > 0 ? o.ctx : o.prompt;  // tokens in the cache when decode starts
   const int64_t cap = std::max<int64_t>(o.prompt, dctx) + o.gen;
 

@@ -68,16 +68,15 @@ void gemv_tiles(int64_t n, int64_t n_out, int64_t n_in, const int* max_rows, con
 // every array zero-padded to a multiple of 8 blocks (np = qacts_padded_blocks(n_in)):
 //   d[b]      f32   max_{i in b} |x[i]| / 127                       [np]
 //   q[i]      int8  clamp(rne(x[i] / d[b]), -127, 127), 0 if d[b] == 0   [32 np]
-//   sum16[h]  int16 sum of q over the h-th run of 16 (block b = runs 2b, 2b + 1)   [2 np]
+//   sum16[h]  int16 sum of q over the h-th run of 16 (block b = runs 2b, 2b + 1; Q6_K's -32
+//                   offset, in integers)   [2 np]
 //   ds[b]     f32   d[b] * (sum16[2b] + sum16[2b + 1])  (Q4_0's -8 offset, the K-type mins)   [np]
-//   ds16[h]   f32   d[h / 2] * sum16[h]                 (Q6_K's -32 offset)   [2 np]
 // So x[i] = d[b] * q[i] + e with |e| <= d[b] / 2 (plus the rounding of x[i] / d[b]).
 struct QActs {
   int8_t* q;
   float* d;
   int16_t* sum16;
   float* ds;
-  float* ds16;
 };
 int64_t qacts_padded_blocks(int64_t n_in);
 size_t qacts_floats(int64_t n_in);           // floats one token's QActs occupies

@@ -6,7 +6,8 @@
 // weight levels l, the weight-side scale s_b and the offset terms:
 //   per 32-wide x-block b (b = 8g + k, group g of 256 inputs, lane k of an f32 vector):
 //     I_b = sum_i l_i q_i (exact, int32)       acc_k = fma(f32(I_b), s_b · d_b, acc_k)
-//   per group and lane j:                      off_j = fma(o_j, ds_j, off_j)  (Q6_K: two FMAs)
+//     (Q6_K: I_b -= 32 O_b, O_b = sc_2b S_2b + sc_2b+1 S_2b+1 from the activation's 16-run sums)
+//   per group and lane j:                      off_j = fma(o_j, ds_j, off_j)  (Q4_0, Q4_K, Q5_K)
 //   y = hsum(acc) (+ kOffMul · hsum(off) as one fma)
 // The integer sums are exact in any order, and the f32 steps are per (row, token, lane k) and in
 // group order, so they can be done in a different layout without changing a bit. This file uses
@@ -15,7 +16,7 @@
 //   panel    a task's 16 output rows ("columns" of y), unpacked once for all n tokens: for each
 //            group, block k and quad q (4 inputs), one 32-byte vector holds the 4 levels of 8 rows
 //            (row r in dword lane r), plus the per-row s_k, o_j (f32, row r in lane r) and Q6_K's
-//            16-wide sub-block scales as s16 pairs. ~10 KiB per group: the panel stays in L2.
+//            16-wide sub-block scales as s16 pairs (for the madd and for O_b). ~10 KiB per group: the panel stays in L2.
 //   micro    T tokens × 16 rows: per quad, a token's 4 activation bytes are broadcast and
 //            maddubs'd with the two level vectors; no horizontal reductions. maddubs results are
 //            summed in int16 as long as that cannot overflow (Q4: all 8 quads, Q5_K: 4, Q6_K: 2,
@@ -65,26 +66,28 @@ struct alignas(32) PGroup {
   __m256i lv[kGroup][kQuads][2];
   __m256i sg[kGroup][kQuads][2];  // Q8_0 only
   __m256 s[kGroup][2];            // s_k (weight-side factor of x-block k)
-  __m256 o0[kGroup][2], o1[kGroup][2];  // offset / min factors (o1: Q6_K's upper 8 sub-blocks)
+  __m256 o0[kGroup][2];            // offset / min factors
   __m256i pw[kGroup][2][2];       // Q6_K: [k][half][c] the 16-wide sub-block scale, as s16 pairs
+  __m256i po[kGroup][2];          // Q6_K: [k][c] the s16 pair (sc_2k, sc_2k+1), for O_k
 };
 
 // One row's group unpacked: the 8 x-blocks' 32 levels, and the header scalars (bitwise the
 // values qgemv.cpp's Group holds: products of an fp16 -> f32 scale and a small integer).
 struct RowGroup {
   __m256i lv[kGroup];
-  float s[kGroup], o0[kGroup], o1[kGroup];
+  float s[kGroup], o0[kGroup];
   int8_t sc[16];  // Q6_K sub-block scales
 };
 
 // Per type: kType, kPerMadd (maddubs results summed in int16 before a madd: 2·l_max·127 per
-// madd lane times kPerMadd must stay < 2^15), kSigned, kOffsets (0, 1, 2 as in qgemv.cpp),
-// kOffMul, kRagged (rows may end in a partial group), kGroupBytes, unpack(p, nk, RowGroup*).
+// madd lane times kPerMadd must stay < 2^15), kSigned, kOffsets (0, 1 as in qgemv.cpp),
+// kOffMul, kIntOffset (Q6_K's -32 in integers, as in qgemv.cpp), kRagged (rows may end in a partial group), kGroupBytes, unpack(p, nk, RowGroup*).
 struct Q8_0Kern {
   static constexpr DType kType = DType::kQ8_0;
   static constexpr int kPerMadd = 1, kOffsets = 0, kGroupBytes = kGroup * 34;
   static constexpr bool kSigned = true, kRagged = true;
   static constexpr float kOffMul = 0.0f;
+  static constexpr bool kIntOffset = false;
   static void unpack(const uint8_t* p, int nk, RowGroup* g) {
     for (int k = 0; k < kGroup; ++k) {
       g->lv[k] = k < nk ? ld256(p + 34 * k + 2) : _mm256_setzero_si256();
@@ -98,6 +101,7 @@ struct Q4_0Kern {
   static constexpr int kPerMadd = 8, kOffsets = 1, kGroupBytes = kGroup * 18;
   static constexpr bool kSigned = false, kRagged = true;
   static constexpr float kOffMul = -8.0f;
+  static constexpr bool kIntOffset = false;
   static void unpack(const uint8_t* p, int nk, RowGroup* g) {
     const __m128i m4 = _mm_set1_epi8(15);
     for (int k = 0; k < kGroup; ++k) {
@@ -129,6 +133,7 @@ struct Q4KKern {
   static constexpr int kPerMadd = 8, kOffsets = 1, kGroupBytes = sizeof(BlockQ4K);
   static constexpr bool kSigned = false, kRagged = false;
   static constexpr float kOffMul = -1.0f;
+  static constexpr bool kIntOffset = false;
   static void unpack(const uint8_t* p, int, RowGroup* g) {
     k4_header(p, g);
     const __m256i m4 = _mm256_set1_epi8(15);
@@ -145,6 +150,7 @@ struct Q5KKern {
   static constexpr int kPerMadd = 4, kOffsets = 1, kGroupBytes = sizeof(BlockQ5K);
   static constexpr bool kSigned = false, kRagged = false;
   static constexpr float kOffMul = -1.0f;
+  static constexpr bool kIntOffset = false;
   static void unpack(const uint8_t* p, int, RowGroup* g) {
     k4_header(p, g);
     const __m256i m4 = _mm256_set1_epi8(15), h = ld256(p + offsetof(BlockQ5K, qh));
@@ -160,17 +166,14 @@ struct Q5KKern {
 
 struct Q6KKern {
   static constexpr DType kType = DType::kQ6_K;
-  static constexpr int kPerMadd = 2, kOffsets = 2, kGroupBytes = sizeof(BlockQ6K);
+  static constexpr int kPerMadd = 2, kOffsets = 0, kGroupBytes = sizeof(BlockQ6K);
   static constexpr bool kSigned = false, kRagged = false;
-  static constexpr float kOffMul = -32.0f;
+  static constexpr float kOffMul = 0.0f;
+  static constexpr bool kIntOffset = true;
   static void unpack(const uint8_t* p, int, RowGroup* g) {
     const float d = f16(p + offsetof(BlockQ6K, d));
     std::memcpy(g->sc, p + offsetof(BlockQ6K, scales), 16);
-    for (int j = 0; j < kGroup; ++j) {
-      g->s[j] = d;
-      g->o0[j] = d * float(g->sc[j]);
-      g->o1[j] = d * float(g->sc[8 + j]);
-    }
+    for (int j = 0; j < kGroup; ++j) g->s[j] = d, g->o0[j] = 0.0f;
     const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3);
     for (int k = 0; k < kGroup; ++k) {  // x-block k = 4h + j (base/qblocks.h)
       const int h = k / 4, j = k % 4;
@@ -202,7 +205,6 @@ void pack_panel(const Linear& w, int64_t o0, int64_t n_groups, int64_t nb, PGrou
           for (auto& v : rg[r].lv) v = _mm256_setzero_si256();
           std::fill(std::begin(rg[r].s), std::end(rg[r].s), 0.0f);
           std::fill(std::begin(rg[r].o0), std::end(rg[r].o0), 0.0f);
-          std::fill(std::begin(rg[r].o1), std::end(rg[r].o1), 0.0f);
           std::fill(std::begin(rg[r].sc), std::end(rg[r].sc), int8_t(0));
         }
       }
@@ -220,26 +222,28 @@ void pack_panel(const Linear& w, int64_t o0, int64_t n_groups, int64_t nb, PGrou
           }
         }
       }
-      __m256 s[8], o[8], p[8];
+      __m256 s[8], o[8];
       for (int r = 0; r < 8; ++r) {
         s[r] = _mm256_loadu_ps(rg[r].s);
         o[r] = _mm256_loadu_ps(rg[r].o0);
-        p[r] = _mm256_loadu_ps(rg[r].o1);
       }
       transpose8(s);
       transpose8(o);
-      transpose8(p);
-      for (int k = 0; k < kGroup; ++k) P.s[k][c] = s[k], P.o0[k][c] = o[k], P.o1[k][c] = p[k];
-      if constexpr (Q::kOffsets == 2) {
-        for (int k = 0; k < kGroup; ++k)
-          for (int h = 0; h < 2; ++h) {
-            alignas(32) int32_t lane[8];
-            for (int r = 0; r < 8; ++r) {
-              const int32_t sc = rg[r].sc[2 * k + h];
-              lane[r] = int32_t((uint32_t(sc) & 0xffffu) | (uint32_t(sc) << 16));
-            }
-            P.pw[k][h][c] = _mm256_load_si256(reinterpret_cast<const __m256i*>(lane));
+      for (int k = 0; k < kGroup; ++k) P.s[k][c] = s[k], P.o0[k][c] = o[k];
+      if constexpr (Q::kIntOffset) {
+        const auto pair = [](int32_t lo, int32_t hi) {
+          return int32_t((uint32_t(lo) & 0xffffu) | (uint32_t(hi) << 16));
+        };
+        for (int k = 0; k < kGroup; ++k) {
+          alignas(32) int32_t lane[3][8];
+          for (int r = 0; r < 8; ++r) {
+            const int32_t a = rg[r].sc[2 * k], b = rg[r].sc[2 * k + 1];
+            lane[0][r] = pair(a, a), lane[1][r] = pair(b, b), lane[2][r] = pair(a, b);
           }
+          P.pw[k][0][c] = _mm256_load_si256(reinterpret_cast<const __m256i*>(lane[0]));
+          P.pw[k][1][c] = _mm256_load_si256(reinterpret_cast<const __m256i*>(lane[1]));
+          P.po[k][c] = _mm256_load_si256(reinterpret_cast<const __m256i*>(lane[2]));
+        }
       }
     }
   }
@@ -282,7 +286,7 @@ inline void block_dots(const PGroup& P, int k, const int8_t* const* xq, __m256i 
       }
       if (q % Q::kPerMadd == Q::kPerMadd - 1) {
         __m256i m0, m1;
-        if constexpr (Q::kOffsets == 2) {
+        if constexpr (Q::kIntOffset) {
           m0 = _mm256_madd_epi16(a16[t][0], _mm256_load_si256(&P.pw[k][q / 4][0]));
           m1 = _mm256_madd_epi16(a16[t][1], _mm256_load_si256(&P.pw[k][q / 4][1]));
         } else {
@@ -318,6 +322,11 @@ void micro(const PGroup* panel, int64_t n_groups, const QActs* acts, int64_t t0,
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
         const __m256 dx = _mm256_broadcast_ss(acts[t0 + t].d + g * kGroup + k);
+        if constexpr (Q::kIntOffset) {  // lane r: I -= 32 (sc_2k S_2k + sc_2k+1 S_2k+1)
+          const __m256i sums = _mm256_set1_epi32(ld32(acts[t0 + t].sum16 + 2 * (g * kGroup + k)));
+          for (int c = 0; c < 2; ++c)
+            I[t][c] = _mm256_sub_epi32(I[t][c], _mm256_slli_epi32(_mm256_madd_epi16(P.po[k][c], sums), 5));
+        }
 #pragma GCC unroll 2
         for (int c = 0; c < 2; ++c) {
           const __m256 sd = _mm256_mul_ps(P.s[k][c], dx);
@@ -330,17 +339,8 @@ void micro(const PGroup* panel, int64_t n_groups, const QActs* acts, int64_t t0,
         const QActs& a = acts[t0 + t];
 #pragma GCC unroll 8
         for (int j = 0; j < kGroup; ++j) {
-          if constexpr (Q::kOffsets == 1) {
-            const __m256 ds = _mm256_broadcast_ss(a.ds + g * kGroup + j);
-            for (int c = 0; c < 2; ++c) st->off[j][t][c] = _mm256_fmadd_ps(P.o0[j][c], ds, st->off[j][t][c]);
-          } else {
-            const __m256 d0 = _mm256_broadcast_ss(a.ds16 + 2 * g * kGroup + j);
-            const __m256 d1 = _mm256_broadcast_ss(a.ds16 + 2 * g * kGroup + kGroup + j);
-            for (int c = 0; c < 2; ++c) {
-              st->off[j][t][c] = _mm256_fmadd_ps(P.o0[j][c], d0, st->off[j][t][c]);
-              st->off[j][t][c] = _mm256_fmadd_ps(P.o1[j][c], d1, st->off[j][t][c]);
-            }
-          }
+          const __m256 ds = _mm256_broadcast_ss(a.ds + g * kGroup + j);
+          for (int c = 0; c < 2; ++c) st->off[j][t][c] = _mm256_fmadd_ps(P.o0[j][c], ds, st->off[j][t][c]);
         }
       }
     }

@@ -11,10 +11,10 @@ d = json.load(open(res))
 base = os.path.splitext(out)[0]
 rows = [e for e in d["entries"] if e["median"]["mmx_tg"] is not None]
 with open(base + ".dat", "w") as f:
-    f.write("label prefill decode\n")
+    f.write("# label prefill decode\n")
     for e in rows:
         m = e["median"]
-        lab = e["label"].replace(".gguf", "").split(" (")[0][:24]
+        lab = e["label"].replace(".gguf", "").split(" (")[0][:32]
         pp = m["mmx_pp"] / m["llama_pp"] if m["llama_pp"] else 0
         f.write(f'"{lab}" {pp} {m["mmx_tg"] / m["llama_tg"]}\n')
 a = d["args"]
@@ -24,7 +24,9 @@ set title "{title}\\nmmx / llama.cpp, threads {a['threads']}, prompt {a['prompt'
 set style data histograms
 set style histogram clustered gap 1
 set style fill solid 0.8 border -1
-set xtics rotate by -30 scale 0
+set xtics rotate by 25 right scale 0
+set bmargin 10
+set lmargin 12
 set key top right
 set grid ytics
 set ylabel 'mmx tokens/s / llama.cpp tokens/s'

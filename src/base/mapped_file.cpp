@@ -72,4 +72,13 @@ void MappedFile::to_huge_pages() {
   bytes_ = dst;
 }
 
+bool MappedFile::release(const uint8_t* p, size_t n) {
+  if (anon_ == nullptr || p < bytes_ || n > size_ || p - bytes_ > ptrdiff_t(size_ - n)) return false;
+  constexpr uintptr_t kPage = 4096;
+  const uintptr_t b = (reinterpret_cast<uintptr_t>(p) + kPage - 1) & ~(kPage - 1);
+  const uintptr_t e = (reinterpret_cast<uintptr_t>(p) + n) & ~(kPage - 1);
+  if (e > b) ::madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
+  return true;
+}
+
 }  // namespace mmx

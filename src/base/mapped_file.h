@@ -31,6 +31,11 @@ class MappedFile {
   // right after opening. Throws mmx::Error (naming the file) when memory or a read fails.
   void to_huge_pages();
   bool in_huge_pages() const { return anon_ != nullptr; }
+  // In huge pages, gives the whole 4 KiB pages inside [p, p + n) back to the kernel
+  // (MADV_DONTNEED: they read as zeros after) — for bytes nothing will read again, e.g. a tensor
+  // re-encoded into a copy at load. Returns false (and does nothing) when the file is mapped or
+  // the range is not inside it.
+  bool release(const uint8_t* p, size_t n);
 
  private:
   std::string path_;

@@ -73,6 +73,7 @@ class File {
   const uint8_t* bytes() const { return map_.bytes(); }
   uint64_t size() const { return map_.size(); }
   void to_huge_pages() { map_.to_huge_pages(); }  // base/mapped_file.h
+  bool release(const uint8_t* p, size_t n) { return map_.release(p, n); }
   uint32_t version() const { return version_; }
   uint32_t alignment() const { return alignment_; }
   const std::map<std::string, Value>& metadata() const { return kv_; }

@@ -336,6 +336,7 @@ class SafetensorsFile {
   const uint8_t* bytes() const { return map_.bytes(); }
   uint64_t size() const { return map_.size(); }
   void to_huge_pages() { map_.to_huge_pages(); }
+  bool release(const uint8_t* p, size_t n) { return map_.release(p, n); }
   const std::map<std::string, TensorInfo>& tensors() const { return tensors_; }
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
 
@@ -415,6 +416,14 @@ struct TensorStore::Impl {
 void TensorStore::to_huge_pages() {
   if (impl_->gguf) impl_->gguf->to_huge_pages();
   for (auto& f : impl_->files) f->to_huge_pages();
+}
+
+bool TensorStore::release(const void* p, size_t n) {
+  const auto* b = static_cast<const uint8_t*>(p);
+  if (impl_->gguf && impl_->gguf->release(b, n)) return true;
+  for (auto& f : impl_->files)
+    if (f->release(b, n)) return true;
+  return false;
 }
 
 namespace {

@@ -63,6 +63,9 @@ class TensorStore {
   // Moves every file's bytes into anonymous huge pages (base/mapped_file.h: why); call before
   // taking any view.
   void to_huge_pages();
+  // After to_huge_pages: gives a tensor's bytes back to the kernel (base/mapped_file.h, release);
+  // views of them read zeros after. false when mapped or not ours.
+  bool release(const void* p, size_t n);
   ~TensorStore();
   TensorStore(TensorStore&&) noexcept;
   TensorStore& operator=(TensorStore&&) noexcept;

@@ -511,6 +511,28 @@ TEST_F(SafetensorsTest, HugePagesOfAFileThatShrankIsAnError) {
   EXPECT_EQ(m.bytes()[(size_t(3) << 20) - 1], 0);
 }
 
+// MappedFile::release: only whole 4 KiB pages inside the range read as zeros after; the bytes
+// around them are intact; a mapped (not copied) file and a range outside it are refused.
+TEST_F(SafetensorsTest, ReleaseGivesBackWholePagesInsideTheRangeOnly) {
+  const std::string p = path("rel.bin");
+  {
+    std::ofstream f(p, std::ios::binary);
+    const std::vector<char> bytes(size_t(5) * 4096, 'y');
+    f.write(bytes.data(), std::streamsize(bytes.size()));
+  }
+  MappedFile m(p, "test file");
+  EXPECT_FALSE(m.release(m.bytes(), 4096));  // mapped: nothing to give back
+  m.to_huge_pages();
+  const uint8_t* b = m.bytes();
+  EXPECT_FALSE(m.release(b + 4096, size_t(5) * 4096));  // runs past the end
+  EXPECT_FALSE(m.release(b - 1, 2));
+  ASSERT_TRUE(m.release(b + 100, size_t(3) * 4096));  // [100, 12388): page 1 and 2 whole
+  for (size_t i = 0; i < size_t(5) * 4096; ++i) {
+    const bool gone = i >= 4096 && i < 3 * 4096;
+    ASSERT_EQ(b[i], gone ? 0 : 'y') << "byte " << i;
+  }
+}
+
 TEST_F(ShardedTest, OnlyWeightMapTensorsAreExposed) {
   write_index(R"({"a": "model-00001-of-00002.safetensors"})");
   const TensorStore st = TensorStore::open(dir_.string());

@@ -61,7 +61,7 @@ void fill_chunk_positions(std::span<const SeqChunk> chunks, Tensor& positions) {
 
 namespace {
 // LoadOptions::lm_head_dtype: the lm_head dequantized and re-encoded in chunks of rows into a copy
-// the weights own (the mapped original is not read again).
+// the weights own (the original is not read again, and released when in huge pages).
 void reencode_lm_head(ModelWeights& w, DType t) {
   ops::Linear& h = w.lm_head;
   const int64_t V = h.n_out(), d = h.n_in();
@@ -75,6 +75,9 @@ void reencode_lm_head(ModelWeights& w, DType t) {
     ops::linear_dequant_rows(h, r0, x);
     ops::quantize(x, q);
   }
+  // The original's bytes are not read again (unless the embedding shares them): in huge pages,
+  // give them back (the BF16 head of an FP8 checkpoint is 1.2 GB of RSS otherwise).
+  if (h.w.data != w.embed.data) w.store.release(h.w.data, h.w.size_bytes());
   h = ops::Linear{};  // no block scales: the new type carries its own
   h.w = out.t();
   w.copies.push_back(std::move(out));

@@ -268,8 +268,11 @@ TEST_F(GgufTest, TruncatedAtEveryLengthAndMutatedBytesNeverCrash) {
     try {
       const auto f = gguf::File::open(p);
       ++opened;
-      for (const auto& t : f->tensors())
-        if (t.supported) ASSERT_LE(t.offset + t.size_bytes, b.size()) << t.name;
+      for (const auto& t : f->tensors()) {
+        if (t.supported) {
+          ASSERT_LE(t.offset + t.size_bytes, b.size()) << t.name;
+        }
+      }
     } catch (const Error&) {
     }
   }

@@ -52,7 +52,8 @@ TokenCost token_cost(const std::string& path, const ModelConfig& c, DType kv_dty
     } else if (name == "model.embed_tokens.weight" || name == "token_embd.weight") {
       tc.weight_bytes += double(ti.size_bytes) / double(c.vocab_size);  // one row
     } else if (name == "lm_head.weight" || name == "output.weight") {
-      tc.weight_bytes += lm_head_dtype ? double(dtype_row_bytes(*lm_head_dtype, ti.shape.back())) * double(ti.shape.front())
+      const double rows = double(ti.shape.front());
+      tc.weight_bytes += lm_head_dtype ? rows * double(dtype_row_bytes(*lm_head_dtype, ti.shape.back()))
                                        : double(ti.size_bytes);
     } else if (!(lm_head_dtype && contains(name, "lm_head.weight_scale_inv"))) {
       tc.weight_bytes += double(ti.size_bytes);

@@ -16,7 +16,8 @@
 //   panel    a task's 16 output rows ("columns" of y), unpacked once for all n tokens: for each
 //            group, block k and quad q (4 inputs), one 32-byte vector holds the 4 levels of 8 rows
 //            (row r in dword lane r), plus the per-row s_k, o_j (f32, row r in lane r) and Q6_K's
-//            16-wide sub-block scales as s16 pairs (for the madd and for O_b). ~10 KiB per group: the panel stays in L2.
+//            16-wide sub-block scales as s16 pairs (for the madd and for O_b). ~10 KiB per
+//            group: the panel stays in L2.
 //   micro    T tokens × 16 rows: per quad, a token's 4 activation bytes are broadcast and
 //            maddubs'd with the two level vectors; no horizontal reductions. maddubs results are
 //            summed in int16 as long as that cannot overflow (Q4: all 8 quads, Q5_K: 4, Q6_K: 2,
@@ -81,7 +82,8 @@ struct RowGroup {
 
 // Per type: kType, kPerMadd (maddubs results summed in int16 before a madd: 2·l_max·127 per
 // madd lane times kPerMadd must stay < 2^15), kSigned, kOffsets (0, 1 as in qgemv.cpp),
-// kOffMul, kIntOffset (Q6_K's -32 in integers, as in qgemv.cpp), kRagged (rows may end in a partial group), kGroupBytes, unpack(p, nk, RowGroup*).
+// kOffMul, kIntOffset (Q6_K's -32 in integers, as in qgemv.cpp), kRagged (rows may end in a
+// partial group), kGroupBytes, unpack(p, nk, RowGroup*).
 struct Q8_0Kern {
   static constexpr DType kType = DType::kQ8_0;
   static constexpr int kPerMadd = 1, kOffsets = 0, kGroupBytes = kGroup * 34;

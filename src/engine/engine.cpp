@@ -26,7 +26,7 @@ int64_t auto_pages(const Model& m, const EngineOptions& o) {
 }  // namespace
 
 Engine::Engine(Model& model, EngineOptions opts)
-    : model_(model), opts_(std::move(opts)), runner_(model), budget_(opts_.max_step_ms) {
+    : model_(model), opts_(std::move(opts)), runner_(model), budget_(opts_.max_step_ms, opts_.max_step_strict) {
   PagedMemoryOptions mo;
   mo.page = model_.config().kv_page();
   mo.n_pages = opts_.kv_pages > 0 ? opts_.kv_pages : auto_pages(model_, opts_);

@@ -40,6 +40,9 @@ struct EngineOptions {
   // Target step time while sequences decode (StepBudget: prefill chunks shrink so decodes are not
   // stalled): < 0 off (tests: deterministic chunking), 0 auto (StepBudget::kAutoFactor x a decode-only step), > 0 ms.
   double max_step_ms = -1;
+  // With max_step_ms: bound every step, also those beside a burst of prompts that outnumber the
+  // decodes (StepBudget's strict mode).
+  bool max_step_strict = false;
   int64_t max_running = 16;        // sequences in flight
   // When the engine is idle, a request waits up to this long for others to join its first step
   // (a burst is prefilled together and then decodes in step instead of stalling its first

@@ -8,7 +8,8 @@ const Buffer& ModelRunner::run(const ScheduledBatch& batch) {
   for (const ScheduledChunk& c : batch.chunks) {
     const Sequence& s = *c.seq;
     const int64_t p0 = s.mem.n_past();
-    chunks_.push_back({int64_t(tokens_.size()), c.n, s.mem.kv.get()});
+    // Logits only where a token is sampled next: the chunk reaches the end of the known tokens.
+    chunks_.push_back({int64_t(tokens_.size()), c.n, s.mem.kv.get(), p0 + c.n == int64_t(s.tokens.size())});
     tokens_.insert(tokens_.end(), s.tokens.begin() + p0, s.tokens.begin() + p0 + c.n);
   }
   const int64_t rows = int64_t(batch.chunks.size()), V = model_.config().vocab_size;

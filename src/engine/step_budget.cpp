@@ -37,7 +37,7 @@ double StepBudget::decode_step_s(int64_t n_decoding) const {
 int64_t StepBudget::prefill_tokens(int64_t n_decoding, int64_t n_starting) const {
   constexpr int64_t kUnbounded = std::numeric_limits<int64_t>::max();
   const double d = decode_step_s(n_decoding);
-  if (max_step_ms_ < 0 || n_decoding == 0 || n_decoding < n_starting || d < 0) return kUnbounded;
+  if (max_step_ms_ < 0 || n_decoding == 0 || (!strict_ && n_decoding < n_starting) || d < 0) return kUnbounded;
   const PrefillCost c = prefill_cost();
   if (c.token_s <= 0) return kUnbounded;
   const double target = max_step_ms_ > 0 ? max_step_ms_ / 1000.0 : kAutoFactor * d;

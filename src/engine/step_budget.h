@@ -9,9 +9,11 @@
 //          MoE chunk of a few tokens already touches most experts); with one n seen, F = 0;
 // and allows (target - D(d) - F) / P prefill tokens beside d decodes (at least kMinPrefill, so
 // prefills progress), where target = max_step_ms, or in auto mode kAutoFactor × D(d).
-// Unbounded while nothing decodes (nobody waits), until D and P have been seen, and while fewer
-// sequences decode than wait to start: a stall then delays fewer streams than it lets begin (the
-// burst of a wave of requests is prefilled at full speed instead of a few tokens a step).
+// Unbounded while nothing decodes (nobody waits), until D and P have been seen, and (unless
+// strict) while fewer sequences decode than wait to start: a stall then delays fewer streams than
+// it lets begin (the burst of a wave of requests is prefilled at full speed instead of a few
+// tokens a step). Strict bounds those steps too: the first prompts of a burst start sooner, each
+// step beside them is long (the TTFT corner of the README's serving table).
 #pragma once
 
 #include <cstdint>
@@ -28,7 +30,7 @@ class StepBudget {
   static constexpr double kAutoFactor = 1.5;
   static constexpr int64_t kMinPrefill = 16;
   // max_step_ms < 0: off (only the engine's token budget); 0: auto; > 0: that target.
-  explicit StepBudget(double max_step_ms) : max_step_ms_(max_step_ms) {}
+  explicit StepBudget(double max_step_ms, bool strict = false) : max_step_ms_(max_step_ms), strict_(strict) {}
   // n_decoding: sequences with one pending token; n_starting: prefilling ones plus those that
   // can be admitted now.
   int64_t prefill_tokens(int64_t n_decoding, int64_t n_starting) const;
@@ -38,6 +40,7 @@ class StepBudget {
 
  private:
   double max_step_ms_;
+  bool strict_;
   std::vector<double> d_;  // D(d) at index d; < 0: not seen
   // Decayed sums over prefill steps (n tokens, e extra seconds): weight, n, n², e, n·e.
   double sw_ = 0, sn_ = 0, snn_ = 0, se_ = 0, sne_ = 0;

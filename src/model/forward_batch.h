@@ -30,6 +30,9 @@ struct ForwardBatch {
 struct SeqChunk {
   int64_t begin = 0, n = 0;
   KvCache* kv = nullptr;
+  // false: nobody reads this chunk's logits row (a prompt chunk that does not reach the end of
+  // the prompt); the lm_head skips it and the row is filled with NaN.
+  bool logits = true;
 };
 
 // What the layers see of a forward (fused or single-sequence): row-wise work (projections, norms,

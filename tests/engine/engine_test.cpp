@@ -569,6 +569,19 @@ TEST(StepBudget, BoundsPrefillOnceLearned) {
   EXPECT_NEAR(double(wide.prefill_tokens(8, 1)), 100.0, 1.0);
 }
 
+// Strict: a burst of prompts that outnumbers the decodes is bounded too.
+TEST(StepBudget, StrictBoundsBursts) {
+  constexpr int64_t kInf = std::numeric_limits<int64_t>::max();
+  StepBudget loose(0), strict(0, true);
+  for (StepBudget* b : {&loose, &strict}) {
+    b->observe(0.100, 2, 0);
+    b->observe(0.100 + 100 * 0.001, 2, 100);
+  }
+  EXPECT_EQ(loose.prefill_tokens(2, 7), kInf);
+  EXPECT_NEAR(double(strict.prefill_tokens(2, 7)), (StepBudget::kAutoFactor * 0.100 - 0.100) / 0.001, 1.0);
+  EXPECT_EQ(strict.prefill_tokens(0, 7), kInf);  // nothing decodes: nobody waits
+}
+
 // D is learned per number of decodes (8 decodes of an MoE cost far more than 1); a count not
 // seen yet takes the nearest one seen, the larger on a tie.
 TEST(StepBudget, DecodeStepPerCount) {

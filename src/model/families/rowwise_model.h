@@ -47,7 +47,7 @@ class RowwiseModel : public Model {
         const SeqChunk& c = chunks[i];
         if (done[i] == c.n) continue;
         const int64_t m = c.kv->max_chunk(c.n - done[i]);
-        round_.push_back({int64_t(round_tokens_.size()), m, c.kv});
+        round_.push_back({int64_t(round_tokens_.size()), m, c.kv, c.logits && done[i] + m == c.n});
         const int32_t* t = tokens.ptr<int32_t>() + c.begin + done[i];
         round_tokens_.insert(round_tokens_.end(), t, t + m);
         which_.push_back(i);

@@ -12,7 +12,8 @@ namespace mmx::layers {
 
 // x: [n_rows, d_model] residual stream.
 // all_logits: logits [n_rows, vocab] F32 for every row; else [seqs.size(), vocab], row i for the
-// last row of seqs[i] (only those rows are normed and projected).
+// last row of seqs[i] (only those rows are normed and projected; NaN for a seq whose logits flag
+// is false).
 void lm_head(const Tensor& x, std::span<const SeqChunk> seqs, bool all_logits, const Tensor& final_norm,
              float eps, const ops::Linear& lm_head, Scratch& scratch, Tensor& logits);
 

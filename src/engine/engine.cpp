@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -62,6 +63,8 @@ uint64_t Engine::submit(GenRequest r, std::function<void(const GenEvent&)> on_ev
   err.kind = GenEvent::kError;
   const int64_t n_prompt = int64_t(r.prompt.size());
   if (n_prompt == 0) err.error = "the prompt is empty", err.refusal = GenEvent::kInvalid;
+  else if (r.top_logprobs > 0 && !r.logprobs)
+    err.error = "top_logprobs needs logprobs", err.refusal = GenEvent::kInvalid;
   else if (n_prompt >= context_limit())
     err.error = fmt::format("the prompt has {} tokens; this server's context is {} tokens", n_prompt,
                             context_limit()), err.refusal = GenEvent::kInvalid;
@@ -161,16 +164,20 @@ void Engine::sample(Sequence& r, const float* lg) {
     finish(r, "error", err.what());
     return;
   }
-  // logprobs: log-softmax of the raw logits over the valid vocabulary
-  double mx = lg[0];
-  for (int64_t i = 1; i < n_sample; ++i) mx = std::max(mx, double(lg[i]));
-  double z = 0;
-  for (int64_t i = 0; i < n_sample; ++i) z += std::exp(double(lg[i]) - mx);
-  const double lz = mx + std::log(z);
   GenEvent e;
   e.token = tok;
-  e.logprob = float(lg[tok] - lz);
-  if (r.in.top_logprobs > 0) {
+  e.logprob = std::numeric_limits<float>::quiet_NaN();
+  // logprobs: log-softmax of the raw logits over the valid vocabulary (when asked for)
+  double lz = 0;
+  if (r.in.logprobs) {
+    double mx = lg[0];
+    for (int64_t i = 1; i < n_sample; ++i) mx = std::max(mx, double(lg[i]));
+    double z = 0;
+    for (int64_t i = 0; i < n_sample; ++i) z += std::exp(double(lg[i]) - mx);
+    lz = mx + std::log(z);
+    e.logprob = float(lg[tok] - lz);
+  }
+  if (r.in.logprobs && r.in.top_logprobs > 0) {
     std::vector<int32_t> ids(static_cast<size_t>(n_sample));
     for (int64_t i = 0; i < n_sample; ++i) ids[size_t(i)] = int32_t(i);
     const int64_t k = std::min<int64_t>(r.in.top_logprobs, n_sample);

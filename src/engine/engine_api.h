@@ -24,7 +24,10 @@ struct GenRequest {
   int64_t max_tokens = 16;          // >= 1; the engine also stops at the context limit
   std::vector<int32_t> stop_ids;    // finish with reason "stop" after emitting one of these
   bool ignore_eos = false;          // the model's eos ids do not stop it (only stop_ids do)
-  int top_logprobs = 0;             // 0..20: alternatives per emitted token (logprobs always sent)
+  // false: the engine skips the log-softmax over the vocabulary (1.3 ms a token at 200K ids, on
+  // the engine thread while the other cores wait) and sends NaN as each token's logprob.
+  bool logprobs = true;
+  int top_logprobs = 0;             // 0..20 (needs logprobs): alternatives per emitted token
   int64_t priority = 0;             // reserved (fair FIFO today)
   ConstraintFactory constraint;     // structured output: one TokenConstraint per sequence (empty: none)
 };

@@ -496,6 +496,7 @@ GenRequest make_gen_request(const GenerationParams& p, std::vector<int32_t> ids,
                           context - n_prompt);
   if (!p.ignore_eos) g.stop_ids = eos;
   g.ignore_eos = p.ignore_eos;
+  g.logprobs = p.logprobs;
   g.top_logprobs = p.top_logprobs;
   for (const auto& [id, bias] : p.sampling.logit_bias)
     if (id >= vocab) bad_request("'logit_bias' names token id " + std::to_string(id) + ", outside the vocabulary", "logit_bias");

@@ -415,6 +415,40 @@ TEST(Engine, LogprobsAreTheLogSoftmaxOfTheLogits) {
   }
 }
 
+// logprobs = false (what the server sends when a request does not ask for them): the same tokens,
+// no log-softmax (NaN logprobs, no alternatives); top_logprobs without logprobs is refused.
+TEST(Engine, LogprobsOffSkipsTheLogSoftmax) {
+  auto model = load_model(tiny_dir("minimax_m2"));
+  EngineOptions o;
+  o.start_thread = false;
+  Engine e(*model, o);
+  auto run = [&](bool lp, int top) {
+    GenRequest r;
+    r.prompt = prompt(9, 3);
+    r.sampling.temperature = 1.0f;
+    r.sampling.seed = 5;
+    r.max_tokens = 6;
+    r.logprobs = lp;
+    r.top_logprobs = top;
+    std::vector<GenEvent> evs;
+    e.submit(r, [&](const GenEvent& ev) { evs.push_back(ev); });
+    e.run_until_idle();
+    return evs;
+  };
+  const std::vector<GenEvent> on = run(true, 0), off = run(false, 0);
+  ASSERT_EQ(on.size(), off.size());
+  for (size_t j = 0; j + 1 < on.size(); ++j) {
+    EXPECT_EQ(off[j].token, on[j].token);
+    EXPECT_FALSE(std::isnan(on[j].logprob));
+    EXPECT_TRUE(std::isnan(off[j].logprob));
+    EXPECT_TRUE(off[j].top.empty());
+  }
+  const std::vector<GenEvent> bad = run(false, 3);
+  ASSERT_EQ(bad.size(), 1u);
+  EXPECT_EQ(bad[0].kind, GenEvent::kError);
+  EXPECT_EQ(bad[0].refusal, GenEvent::kInvalid);
+}
+
 // ignore_eos: the model's eos ids do not stop a request (its own stop ids still do); min_tokens
 // masks every stop id until that many tokens were generated.
 TEST(Engine, IgnoreEosAndMinTokens) {

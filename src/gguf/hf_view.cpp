@@ -116,6 +116,10 @@ json hf_config(const File& f) {
     fail("GGUF file '{}': attention.value_length {} differs from key_length {}", f.path(),
          f.get_int(p + "attention.value_length"), head_dim);
   const int64_t layers = f.get_int(p + "block_count");
+  // Every layer has tensors of its own, so a file cannot hold more layers than tensors (the bound
+  // also keeps a hostile count from sizing the per-layer lists below: the fuzzer's 4 GiB case).
+  if (layers < 1 || uint64_t(layers) > f.tensors().size())
+    fail("GGUF file '{}': {}block_count = {} but the file holds {} tensors", f.path(), p, layers, f.tensors().size());
   const int64_t gating = f.get_int(p + "expert_gating_func", kGatingSigmoid);
   if (gating != kGatingSigmoid && gating != kGatingSoftmax)
     fail("GGUF file '{}': {}expert_gating_func = {} (1 softmax, 2 sigmoid)", f.path(), p, gating);

@@ -14,6 +14,7 @@
 
 #include "base/qblocks.h"
 #include "gguf/gguf_writer.h"
+#include "gguf/hf_view.h"
 #include "model/safetensors.h"
 
 namespace mmx {
@@ -243,6 +244,35 @@ TEST_F(GgufTest, EachRuleHasItsError) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("IQ4_XS"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("'q'"), std::string::npos) << e.what();
+  }
+}
+
+// A block_count beyond what the file could hold is refused before anything is sized by it (the
+// GGUF fuzzer found hf_config allocating a 4 GiB per-layer list from one such file).
+TEST_F(GgufTest, HostileLayerCountIsRefused) {
+  for (const uint32_t layers : {0u, 3u, 1u << 30}) {
+    const std::string p = path(fmt::format("layers{}.gguf", layers));
+    {
+      gguf::Writer w(p);
+      w.set_string("general.architecture", "minimax-m2");
+      w.set_u32("minimax-m2.embedding_length", 64);
+      w.set_u32("minimax-m2.attention.head_count", 4);
+      w.set_u32("minimax-m2.block_count", layers);
+      w.add_tensor("token_embd.weight", DType::kF32, {8, 64});
+      w.add_tensor("output_norm.weight", DType::kF32, {64});
+      w.begin();
+      const std::vector<uint8_t> zeros(8 * 64 * 4 + 64 * 4, 0);
+      w.write(zeros.data(), zeros.size());
+      w.finish();
+    }
+    const auto f = gguf::File::open(p);
+    try {
+      (void)gguf::hf_config(*f);
+      ADD_FAILURE() << layers << " layers accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("block_count"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
+    }
   }
 }
 

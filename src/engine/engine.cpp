@@ -167,23 +167,23 @@ void Engine::sample(Sequence& r, const float* lg) {
   GenEvent e;
   e.token = tok;
   e.logprob = std::numeric_limits<float>::quiet_NaN();
-  // logprobs: log-softmax of the raw logits over the valid vocabulary (when asked for)
-  double lz = 0;
+  // logprobs: log-softmax of the raw logits over the valid vocabulary, when asked for
+  // (submit() refuses top_logprobs without logprobs)
   if (r.in.logprobs) {
     double mx = lg[0];
     for (int64_t i = 1; i < n_sample; ++i) mx = std::max(mx, double(lg[i]));
     double z = 0;
     for (int64_t i = 0; i < n_sample; ++i) z += std::exp(double(lg[i]) - mx);
-    lz = mx + std::log(z);
+    const double lz = mx + std::log(z);
     e.logprob = float(lg[tok] - lz);
-  }
-  if (r.in.logprobs && r.in.top_logprobs > 0) {
-    std::vector<int32_t> ids(static_cast<size_t>(n_sample));
-    for (int64_t i = 0; i < n_sample; ++i) ids[size_t(i)] = int32_t(i);
-    const int64_t k = std::min<int64_t>(r.in.top_logprobs, n_sample);
-    std::partial_sort(ids.begin(), ids.begin() + k, ids.end(),
-                      [&](int32_t a, int32_t b) { return lg[a] > lg[b] || (lg[a] == lg[b] && a < b); });
-    for (int64_t i = 0; i < k; ++i) e.top.push_back({ids[size_t(i)], float(lg[ids[size_t(i)]] - lz)});
+    if (r.in.top_logprobs > 0) {
+      std::vector<int32_t> ids(static_cast<size_t>(n_sample));
+      for (int64_t i = 0; i < n_sample; ++i) ids[size_t(i)] = int32_t(i);
+      const int64_t k = std::min<int64_t>(r.in.top_logprobs, n_sample);
+      std::partial_sort(ids.begin(), ids.begin() + k, ids.end(),
+                        [&](int32_t a, int32_t b) { return lg[a] > lg[b] || (lg[a] == lg[b] && a < b); });
+      for (int64_t i = 0; i < k; ++i) e.top.push_back({ids[size_t(i)], float(lg[ids[size_t(i)]] - lz)});
+    }
   }
   r.tokens.push_back(tok);
   ++r.n_generated;

@@ -34,8 +34,9 @@ class Model {
   // kv->n_past() .. + n - 1, appended to *kv.
   // Runs every chunk in one pass over the weights (row-wise ops over all rows; attention per
   // sequence over its own cache). tokens: [sum n] I32; logits: [chunks.size(), vocab] F32 = the
-  // LAST row of each chunk (NaN, and not computed, for a chunk whose `logits` is false). Advances each kv's n_past. Throws mmx::Error like forward() (nothing
-  // modified then) — every chunk is validated before any cache is touched. The chunks must tile
+  // LAST row of each chunk (NaN, and not computed, for a chunk whose `logits` is false).
+  // Advances each kv's n_past. Throws mmx::Error like forward() (nothing modified then) — every
+  // chunk is validated before any cache is touched. The chunks must tile
   // [0, tokens.dim(0)) in order, each with n >= 1 and its own cache.
   // A chunk that crosses a lightning-state checkpoint is run in rounds (families/rowwise_model.h).
   virtual void forward_multi(const Tensor& tokens, std::span<const SeqChunk> chunks, Tensor& logits) = 0;

@@ -113,7 +113,7 @@ void add_serve(CLI::App& app, Action& action) {
                 "When the prompt exceeds F x context, drop reasoning of the oldest assistant turns "
                 "(0 = off; 0.3 is a good start)")
       ->check(CLI::Range(0.0, 1.0));
-  CLI::Option* max_step = c->add_option("--max-step-ms", o->engine.max_step_ms,
+  c->add_option("--max-step-ms", o->engine.max_step_ms,
                 "Engine: target step time while requests decode; prefill chunks shrink to keep it, so streams are "
                 "not stalled by a long prompt (0 = auto: 1.5x a decode-only step, learned; -1 = off, the default: "
                 "it trades time-to-first-token for inter-token latency, see README)")
@@ -121,8 +121,7 @@ void add_serve(CLI::App& app, Action& action) {
   c->add_flag("--max-step-strict", o->engine.max_step_strict,
               "Engine, with --max-step-ms: bound every step, also while a burst of prompts outnumbers the decoding "
               "streams (by default those are prefilled at full speed); the first prompts of a burst see their first "
-              "token sooner, the streams beside them a longer inter-token tail (README: serving)")
-      ->needs(max_step);
+              "token sooner, the streams beside them a longer inter-token tail (README: serving)");
   c->add_option("--max-batch-tokens", o->engine.max_batch_tokens, "Engine: tokens per step")
       ->capture_default_str()->check(CLI::PositiveNumber);
   c->add_option("--kv-pages", o->engine.kv_pages,

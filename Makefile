@@ -8,19 +8,29 @@ MMX   := $(BUILD)/tools/mmx
 # (docs/models.md says how; committed in git as BF16).
 TINY  := models/m2-tiny
 
-.PHONY: all setup configure build build-mmx run test bench clean
+.PHONY: all setup setup-test configure configure-test build build-mmx run test bench clean
 
 all: build
 
+# Two package sets (scripts/setup.sh): `run` is what the mmx binary needs to build and run;
+# `test` adds GoogleTest, numpy, torch, clang, Chromium, node, ... which only the tests use.
 setup:
-	@bash scripts/setup.sh
+	@bash scripts/setup.sh run
 
+setup-test:
+	@bash scripts/setup.sh test
+
+# MMX_TESTS (CMakeLists.txt): AUTO builds the tests when GoogleTest is installed; configure-test
+# re-runs CMake with ON, so a build folder first made by `make run` gains its tests.
 $(BUILD)/CMakeCache.txt: | setup
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
 
 configure: $(BUILD)/CMakeCache.txt
 
-build: setup configure
+configure-test: setup-test
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DMMX_TESTS=ON
+
+build: configure-test
 	cmake --build $(BUILD) -j $(JOBS)
 
 build-mmx: setup configure

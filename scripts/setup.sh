@@ -1,27 +1,43 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages minimax.cpp needs, only those missing (idempotent).
+#   bash scripts/setup.sh run    what `make run` builds and runs: compilers, CMake and the libraries
+#                                the mmx binary links (the default)
+#   bash scripts/setup.sh test   the run set plus what only the tests use: GoogleTest, Google
+#                                Benchmark, numpy (the float64 references), PyTorch (the gradient
+#                                second opinion), clang (libFuzzer), Chromium (the chat page test),
+#                                gnuplot (plots), Node.js + npm (the reference tokenizer / template)
 # Used by `make run` / `make test`; safe to run any number of times.
 set -euo pipefail
 
-PKGS=(
+SET=${1:-run}
+RUN_PKGS=(
   build-essential g++ cmake make pkg-config
   nlohmann-json3-dev libfmt-dev libcli11-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
-  python3 python3-numpy
   libpcre2-dev
   libcpp-httplib-dev
-  zlib1g-dev        # gzip request bodies in the hostile-client tests (httplib depends on it too)
-  libopenblas-dev   # training GEMMs (src/train)
-  gnuplot-nox       # loss curves and benchmark plots as PNG
-  python3-torch     # the independent PyTorch gradient reference (tests/train)
-  clang libclang-rt-14-dev  # libFuzzer targets (tests/fuzz), built and run by make test
-  chromium          # headless browser for the chat page test (tests/server/chat_page_test.sh)
+  zlib1g-dev        # gzip request bodies (httplib depends on it too)
+  libopenblas-dev   # training GEMMs (src/train; the mmx binary links it)
 )
-# Node.js + npm run the reference tokenizer / template engine in the tests. Any node >= 18 will
-# do; install Debian's only when there is none (a machine may have one from elsewhere).
-if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
-  PKGS+=(nodejs npm)
-fi
+TEST_PKGS=(
+  libgtest-dev libgmock-dev libbenchmark-dev
+  python3 python3-numpy     # the float64 reference implementations (reference/)
+  gnuplot-nox               # loss curves and benchmark plots as PNG (mmx train draws one when present)
+  python3-torch             # the independent PyTorch gradient reference (tests/train)
+  clang libclang-rt-14-dev  # libFuzzer targets (tests/fuzz), built and run by make test
+  chromium                  # headless browser for the chat page test (tests/server/chat_page_test.sh)
+)
+case "$SET" in
+  run) PKGS=("${RUN_PKGS[@]}") ;;
+  test)
+    PKGS=("${RUN_PKGS[@]}" "${TEST_PKGS[@]}")
+    # Node.js + npm run the reference tokenizer / template engine in the tests. Any node >= 18 will
+    # do; install Debian's only when there is none (a machine may have one from elsewhere).
+    if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+      PKGS+=(nodejs npm)
+    fi
+    ;;
+  *) echo "setup: unknown set '$SET' (expected: run or test)" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${PKGS[@]}"; do
@@ -34,7 +50,7 @@ if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi
 
-echo "setup: installing ${missing[*]}"
+echo "setup ($SET): installing ${missing[*]}"
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then
   if command -v sudo >/dev/null 2>&1; then

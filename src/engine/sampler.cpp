@@ -5,99 +5,16 @@
 #include <limits>
 
 #include "base/error.h"
-#include "ops/cpu/simd.h"  // exp_ps, hmax, hsum: the vocabulary passes are the ops' kind of loop
+#include "ops/ops.h"  // the vocabulary passes: ops::row_*
 
 namespace mmx {
 
-// Vector passes over a vocabulary row (AVX2; the CPU floor). Each has a scalar tail that computes
-// what a lane would, so a value never depends on where it fell.
 namespace {
 
-using ops::cpu::exp_ps;
-using ops::cpu::exp_scalar;
-
-float max_of(const float* x, int64_t n) {
-  __m256 m = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) m = _mm256_max_ps(m, _mm256_loadu_ps(x + i));
-  float r = ops::cpu::hmax(m);
-  for (; i < n; ++i) r = std::max(r, x[i]);
-  return r;
-}
-
-int32_t first_equal(const float* x, int64_t n, float v) {
-  const __m256 vv = _mm256_set1_ps(v);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    if (const int m = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i), vv, _CMP_EQ_OQ)))
-      return int32_t(i + __builtin_ctz(unsigned(m)));
-  for (; i < n; ++i)
-    if (x[i] == v) return int32_t(i);
-  return 0;
-}
-
-// w[i] = exp((z[i] - mx) · inv_t); returns Σ w in double (per 8-lane block).
-double exp_weights(const float* z, int64_t n, float mx, float inv_t, float* w) {
-  const __m256 m = _mm256_set1_ps(mx), it = _mm256_set1_ps(inv_t);
-  __m256d acc = _mm256_setzero_pd();
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 e = exp_ps(_mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(z + i), m), it));
-    _mm256_storeu_ps(w + i, e);
-    acc = _mm256_add_pd(acc, _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(e)),
-                                           _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1))));
-  }
-  alignas(32) double lanes[4];
-  _mm256_store_pd(lanes, acc);
-  double s = lanes[0] + lanes[1] + lanes[2] + lanes[3];
-  for (; i < n; ++i) s += (w[i] = exp_scalar((z[i] - mx) * inv_t));
-  return s;
-}
-
-// Σ_{w >= t} w in float lanes (a sufficiency test, not a result).
-double mass_above(const float* w, int64_t n, float t) {
-  const __m256 tt = _mm256_set1_ps(t);
-  __m256 mass = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 x = _mm256_loadu_ps(w + i);
-    mass = _mm256_add_ps(mass, _mm256_and_ps(_mm256_cmp_ps(x, tt, _CMP_GE_OQ), x));
-  }
-  double s = ops::cpu::hsum(mass);
-  for (; i < n; ++i)
-    if (w[i] >= t) s += w[i];
-  return s;
-}
-
-// (z, id) candidates ordered by z descending, ties -> lower id: the reference's total order.
+// (z, id) candidates ordered by z descending, ties -> lower id: the reference's total order
+// (ops::row_top_k keeps the same one).
 bool by_z_desc(const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b) {
   return a.first > b.first || (a.first == b.first && a.second < b.second);
-}
-
-// The k largest (z, id) of z[0..n), ties -> lower id, in one pass: a min-heap of k, and 8 ids at a
-// time rejected with one compare against its smallest (ids come in ascending order, so an equal
-// z later never displaces an earlier one).
-void top_k_of(const float* z, int64_t n, int k, std::vector<std::pair<float, int32_t>>& out) {
-  const auto worse = by_z_desc;  // as the heap's "less": its top is the worst kept
-  out.clear();
-  int64_t i = 0;
-  for (; i < n && int64_t(out.size()) < k; ++i) out.push_back({z[i], int32_t(i)});
-  std::make_heap(out.begin(), out.end(), worse);
-  auto offer = [&](int64_t j) {
-    if (z[j] > out.front().first) {
-      std::pop_heap(out.begin(), out.end(), worse);
-      out.back() = {z[j], int32_t(j)};
-      std::push_heap(out.begin(), out.end(), worse);
-    }
-  };
-  for (; i < n && (i & 7); ++i) offer(i);
-  for (; i + 8 <= n; i += 8) {
-    const int m = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(z + i), _mm256_set1_ps(out.front().first), _CMP_GT_OQ));
-    if (m)
-      for (int j = 0; j < 8; ++j)
-        if (m >> j & 1) offer(i + j);
-  }
-  for (; i < n; ++i) offer(i);
 }
 
 // The draw when nothing but min-p filters: u · Σ_{w >= w_min} w walked in id order, found
@@ -129,7 +46,7 @@ int32_t draw_all(const float* w, int64_t n, float w_min, double u, std::vector<d
 
 }  // namespace
 
-int32_t argmax(const float* x, int64_t n) { return first_equal(x, n, max_of(x, n)); }
+int32_t argmax(const float* x, int64_t n) { return ops::row_find(x, n, ops::row_max(x, n)); }
 
 void validate_sampling(const SamplingParams& p) {
   if (!(p.temperature >= 0) || !std::isfinite(p.temperature)) fail("temperature must be >= 0, got {}", p.temperature);
@@ -205,28 +122,33 @@ int32_t Sampler::sample(const float* logits, int64_t n) {
 
 int32_t Sampler::pick(const float* logits, int64_t n, double u) {
   const float* z = adjusted(logits, n);
-  const float mx = max_of(z, n);
+  const float mx = ops::row_max(z, n);
   if (!(mx > -std::numeric_limits<float>::infinity())) return argmax(logits, n);  // all masked: raw argmax
-  if (p_.temperature == 0.0f) return first_equal(z, n, mx);
+  if (p_.temperature == 0.0f) return ops::row_find(z, n, mx);
   const float inv_t = 1.0f / p_.temperature;
   const float w_min = std::max(p_.min_p, kMinWeight);  // min-p, and never a weight below e^-85
   const bool top_k = p_.top_k > 0 && p_.top_k < n;
   double need = 0;  // top-p: the mass the kept prefix must reach
   if (top_k) {  // the k largest in one pass; exp only for them
-    top_k_of(z, n, p_.top_k, cand_);
+    ops::row_top_k(z, n, p_.top_k, cand_);
     w_.resize(size_t(n));
     double kept_sum = 0;
-    for (const auto& c : cand_) kept_sum += (w_[size_t(c.second)] = exp_scalar((c.first - mx) * inv_t));
+    for (const auto& c : cand_) {
+      float& w = w_[size_t(c.second)];
+      w = (c.first - mx) * inv_t;
+      ops::row_exp(&w, 1);  // the same polynomial as row_exp_sum's lanes
+      kept_sum += w;
+    }
     need = double(p_.top_p) * kept_sum;
   } else {
     w_.resize(size_t(n));
-    const double sum = exp_weights(z, n, mx, inv_t, w_.data());  // w = exp((z - max) / T), w_max = 1
+    const double sum = ops::row_exp_sum(z, n, mx, inv_t, w_.data());  // w = exp((z - max) / T), w_max = 1
     if (p_.top_p >= 1.0f) return draw_all(w_.data(), n, w_min, u, blocks_);
     // top-p: gather the ids above a threshold whose mass provably reaches top_p (e^-4, e^-8, ...).
     need = double(p_.top_p) * sum;
     float t = 0;
     for (float d : {4.0f, 8.0f, 16.0f, 32.0f})
-      if (mass_above(w_.data(), n, std::exp(-d)) >= need * (1 + 1e-5) + 1e-30) {  // margin: float lanes
+      if (ops::row_sum_at_least(w_.data(), n, std::exp(-d)) >= need * (1 + 1e-5) + 1e-30) {  // margin: float lanes
         t = std::exp(-d);
         break;
       }

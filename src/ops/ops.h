@@ -12,6 +12,8 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "tensor/tensor.h"
 
@@ -233,6 +235,26 @@ void rows_gather(const Tensor& src, const Tensor& row_ids, Tensor& dst);
 //   src: [m, d] F32; row_ids: [m] I32; scale: [m] F32; dst: [n, d] F32.
 void rows_scatter_add(const Tensor& src, const Tensor& row_ids, const Tensor& scale, Tensor& dst);
 
+// ---- row (one F32 row, e.g. a vocabulary of logits: the sampler's and the trainer's passes) ----
+// Raw-pointer passes over x[0, n), n >= 0, so code above ops never needs the backend's vector
+// types. Each vector pass has a scalar tail that computes what a lane would: a value never
+// depends on where it fell. Always the fast path (Backend does not route these: the sampler's
+// oracle is engine/sampler_ref, the trainer's its double path); ops::ref has fp64 twins for the
+// shape-grid test (tests/ops/row_test.cpp).
+float row_max(const float* x, int64_t n);               // max x[i]; -inf when n == 0
+int32_t row_find(const float* x, int64_t n, float v);   // first i with x[i] == v; 0 when none
+// w[i] = exp((z[i] - mx) · inv_t) (~2 ulp, see row_exp); returns Σ w in double (per 8-lane block,
+// then the tail). w: [n], may not alias z.
+double row_exp_sum(const float* z, int64_t n, float mx, float inv_t, float* w);
+// Σ over w[i] >= t of w[i], accumulated in float lanes: a sufficiency test, not a result.
+double row_sum_at_least(const float* w, int64_t n, float t);
+// The min(k, n) largest (z[i], i), ties -> lower i, in one pass (k >= 1). out holds them in heap
+// order (its front is the worst kept), not sorted.
+void row_top_k(const float* z, int64_t n, int k, std::vector<std::pair<float, int32_t>>& out);
+// x[i] = exp(x[i]) in place: a degree-6 polynomial, max rel. error ~2 ulp on [-87, 88]; inputs
+// are clamped to [-87.3, 88] (below it gives ~0, above it exp(88) instead of inf).
+void row_exp(float* x, int64_t n);
+
 // ---- embedding ----
 // out[t,:] = table[ids[t], :] converted to F32. table: [vocab, d] F32/F16/BF16 or a GGUF block
 // type (rows decoded as by linear_dequant_rows); ids: [n] I32
@@ -275,6 +297,13 @@ void attention_lightning(const Tensor& qkv, const Tensor& slopes, int block, Ten
 void rows_gather(const Tensor& src, const Tensor& row_ids, Tensor& dst);
 void rows_scatter_add(const Tensor& src, const Tensor& row_ids, const Tensor& scale, Tensor& dst);
 void embedding(const Tensor& table, const Tensor& ids, Tensor& out);
+// The row family in fp64 (same contracts; row_top_k returns its k sorted best first).
+float row_max(const float* x, int64_t n);
+int32_t row_find(const float* x, int64_t n, float v);
+double row_exp_sum(const float* z, int64_t n, float mx, float inv_t, float* w);
+double row_sum_at_least(const float* w, int64_t n, float t);
+void row_top_k(const float* z, int64_t n, int k, std::vector<std::pair<float, int32_t>>& out);
+void row_exp(float* x, int64_t n);
 // Element (o, i) of W as fp64 (dequantized with the block scale for F8E4M3).
 double linear_at(const Linear& w, int64_t o, int64_t i);
 // MSA family (same contracts as above; the selection is a full stable sort).

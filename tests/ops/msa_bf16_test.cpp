@@ -1,4 +1,4 @@
-// MSA paged ops over BF16 pages (the KV cache's kv_dtype = kBF16; ops/msa.h). Over a grid of
+// MSA paged ops over BF16 pages (the KV cache's kv_dtype = kBF16; the MSA family of ops/ops.h). Over a grid of
 // block sizes, K, contexts, GQA shapes, head dims with vector tails and shuffled block tables:
 //   * fast vs the fp64 ref reading the SAME BF16 pages, with the F32 tolerances of msa_test.cpp
 //     (a bf16 value widens to fp32/fp64 exactly, so the fast-vs-ref error budget is unchanged);

@@ -1,4 +1,4 @@
-// MSA ops (ops/msa.h): the references proven by hand (known block scores and selections, the
+// MSA ops (the MSA family of ops/ops.h): the references proven by hand (known block scores and selections, the
 // causal partial local block, per-group independence, exact ties, a masked-dense formulation of
 // block-sparse attention), then the fast paths against them over a grid of block sizes, K,
 // contexts, query positions, group counts and shuffled block tables; the contract of the

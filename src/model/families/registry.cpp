@@ -1,3 +1,5 @@
+// The family registry: the checks every family's forward shares (token ids, batch and chunk
+// shapes), and load_model(), which picks the family file by ModelConfig::family.
 #include "model/families/registry.h"
 
 #include <algorithm>
@@ -84,7 +86,7 @@ void reencode_lm_head(ModelWeights& w, DType t) {
 }
 }  // namespace
 
-// The exact per-sequence semantics: one forward() per chunk, after every chunk was validated.
+// config.json -> ModelConfig, the checked weights (LoadOptions applied), the family's Model.
 std::unique_ptr<Model> load_model(const std::string& dir, void (*progress)(int, int),
                                   const LoadOptions& opts) {
   ModelConfig cfg = load_config(dir);

@@ -2,7 +2,7 @@
 // Family-specific keys live in config_m2.cpp (spec §4.1) and config_text01.cpp (spec §3.1).
 #include "model/config.h"
 
-#include "gguf/hf_view.h"
+#include "formats/hf_view.h"
 
 #include <fmt/format.h>
 
@@ -175,7 +175,7 @@ ModelConfig parse_config(const std::string& text, const std::string& where) {
 }
 
 ModelConfig load_config(const std::string& dir) {
-  if (gguf::is_gguf(dir))  // the config a GGUF file stands for (gguf/hf_view.h)
+  if (gguf::is_gguf(dir))  // the config a GGUF file stands for (formats/hf_view.h)
     return parse_config(gguf::hf_config(*gguf::File::open(dir)).dump(), dir);
   const std::string path = dir + "/config.json";
   std::ifstream f(path);

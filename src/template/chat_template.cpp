@@ -8,7 +8,7 @@
 #include "base/error.h"
 #include "base/file_io.h"
 #include "base/json_nesting.h"
-#include "gguf/hf_view.h"
+#include "formats/hf_view.h"
 
 namespace mmx {
 

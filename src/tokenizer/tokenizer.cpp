@@ -1,7 +1,7 @@
 // mmx::Tokenizer (see tokenizer.h): loading and the encode / decode pipelines.
 #include "tokenizer/tokenizer.h"
 
-#include "gguf/hf_view.h"
+#include "formats/hf_view.h"
 
 #include "base/scratch.h"
 
@@ -33,7 +33,7 @@ Tokenizer Tokenizer::from_file(const std::string& path) {
 Tokenizer Tokenizer::from_path(const std::string& path) {
   namespace fs = std::filesystem;
   if (!fs::exists(path)) fail("tokenizer path '{}' does not exist (give a model directory or a tokenizer.json)", path);
-  if (gguf::is_gguf(path)) {  // a GGUF file carries its vocabulary (gguf/hf_view.h)
+  if (gguf::is_gguf(path)) {  // a GGUF file carries its vocabulary (formats/hf_view.h)
     try {
       return from_json(gguf::hf_tokenizer(*gguf::File::open(path)));
     } catch (const Error& e) {

@@ -11,9 +11,9 @@
 
 #include "base/error.h"
 #include "engine/generate.h"
-#include "gguf/gguf.h"
+#include "formats/gguf.h"
 #include "model/config.h"
-#include "model/gguf_convert.h"
+#include "formats/convert/gguf_convert.h"
 #include "model/model.h"
 #include "template/chat_template.h"
 #include "tokenizer/tokenizer.h"

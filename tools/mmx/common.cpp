@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "base/error.h"
-#include "gguf/gguf.h"
+#include "formats/gguf.h"
 
 namespace mmx::cli {
 

@@ -16,7 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "gguf/gguf.h"
+#include "formats/gguf.h"
 
 namespace mmx::gguf {
 

@@ -8,10 +8,10 @@
 // no nlohmann exception, integer overflow or out-of-bounds pointer escapes.
 //
 // Not here: HF-name mapping, dtype conversion, device upload (model/weights does those).
-#include "model/safetensors.h"
+#include "formats/safetensors.h"
 
 #include "base/mapped_file.h"
-#include "gguf/gguf.h"
+#include "formats/gguf.h"
 
 #include <fmt/ranges.h>
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "gguf/gguf.h"
+#include "formats/gguf.h"
 
 namespace mmx::gguf {
 

@@ -1,5 +1,5 @@
 // HF -> GGUF conversion (see gguf_convert.h): the type policy, then the streaming loop.
-#include "model/gguf_convert.h"
+#include "formats/convert/gguf_convert.h"
 
 #include <cmath>
 #include <filesystem>
@@ -9,10 +9,10 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
-#include "gguf/gguf_writer.h"
-#include "gguf/hf_view.h"
+#include "formats/gguf_writer.h"
+#include "formats/hf_view.h"
 #include "model/config.h"
-#include "model/safetensors.h"
+#include "formats/safetensors.h"
 #include "ops/ops.h"
 
 namespace mmx {

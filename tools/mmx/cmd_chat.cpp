@@ -27,7 +27,7 @@
 #include "common.h"
 #include "sampling_flags.h"
 #include "engine/generate.h"
-#include "engine/generation_config.h"
+#include "engine/generation_defaults.h"
 #include "ops/ops.h"
 #include "server/api_error.h"
 #include "server/output_stream.h"

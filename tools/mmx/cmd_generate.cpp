@@ -11,7 +11,7 @@
 #include "common.h"
 #include "sampling_flags.h"
 #include "engine/generate.h"
-#include "engine/generation_config.h"
+#include "engine/generation_defaults.h"
 #include "model/msa_stats.h"
 #include "ops/ops.h"
 #include "template/chat_template.h"
@@ -57,7 +57,7 @@ void run_generate(const Opts& o) {
     if (o.show_prompt) std::fprintf(stderr, "%s", text.c_str());
   }
   auto model = load_for_cli(o.model, o.load);
-  SamplingParams sp = generation_defaults(o.model);
+  SamplingParams sp = generation_defaults(read_generation_config(o.model));
   o.sampling.apply(sp);
   if (!o.sampling.seed_given() && sp.temperature > 0)
     std::fprintf(stderr, "mmx generate: sampling seed %llu (pass --seed to repeat)\n", (unsigned long long)sp.seed);

@@ -17,7 +17,7 @@
 #include <thread>
 
 #include "base/error.h"
-#include "engine/generation_config.h"
+#include "engine/generation_defaults.h"
 #include "chat_model.h"
 #include "cache_flags.h"
 #include "common.h"

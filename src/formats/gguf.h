@@ -104,7 +104,8 @@ class File {
   std::vector<TensorInfo> tensors_;
 };
 
-// True when `path` is a regular file that starts with the GGUF magic (never throws).
+// True when `path` is a regular file that starts with the GGUF magic (never throws). The loaders
+// do not ask this themselves: open_checkpoint (formats/checkpoint.h) is the one sniff.
 bool is_gguf(const std::string& path);
 
 }  // namespace mmx::gguf

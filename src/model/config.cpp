@@ -2,12 +2,9 @@
 // Family-specific keys live in config_m2.cpp (spec §4.1) and config_text01.cpp (spec §3.1).
 #include "model/config.h"
 
-#include "gguf/hf_view.h"
+#include "formats/checkpoint.h"
 
 #include <fmt/format.h>
-
-#include <fstream>
-#include <sstream>
 
 #include "model/config_parse.h"
 
@@ -174,16 +171,9 @@ ModelConfig parse_config(const std::string& text, const std::string& where) {
   return c;
 }
 
-ModelConfig load_config(const std::string& dir) {
-  if (gguf::is_gguf(dir))  // the config a GGUF file stands for (gguf/hf_view.h)
-    return parse_config(gguf::hf_config(*gguf::File::open(dir)).dump(), dir);
-  const std::string path = dir + "/config.json";
-  std::ifstream f(path);
-  if (!f) fail("cannot open {}: is {} a Hugging Face checkpoint directory?", path, dir);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return parse_config(ss.str(), path);
-}
+ModelConfig load_config(const Checkpoint& ck) { return parse_config(ck.config_text(), ck.config_where()); }
+
+ModelConfig load_config(const std::string& dir) { return load_config(open_checkpoint(dir)); }
 
 std::string config_summary(const ModelConfig& c) {
   std::string s;

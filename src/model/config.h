@@ -128,8 +128,11 @@ struct ModelConfig {
 
 // Parses config.json text. `where` names the file in error messages. Throws mmx::Error.
 ModelConfig parse_config(const std::string& json_text, const std::string& where);
-// Reads DIR/config.json.
-ModelConfig load_config(const std::string& dir);
+// The config.json of a checkpoint (DIR/config.json, or the one a GGUF file stands for), through
+// the formats gateway (formats/checkpoint.h).
+class Checkpoint;
+ModelConfig load_config(const Checkpoint& ck);
+ModelConfig load_config(const std::string& dir);  // load_config(open_checkpoint(dir))
 
 // Human-readable summary (mmx inspect).
 std::string config_summary(const ModelConfig& c);

@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "base/error.h"
-#include "gguf/hf_view.h"
+#include "formats/hf_view.h"
 
 namespace mmx {
 
@@ -47,7 +47,7 @@ class Loader {
     return t;
   }
 
-  // The GGUF twin of HF tensor `name` (gguf/hf_view.h); an expert is a slice of its layer's
+  // The GGUF twin of HF tensor `name` (formats/hf_view.h); an expert is a slice of its layer's
   // stacked [n_experts, ...] tensor. GGUF data is aligned, so views never need a copy.
   Tensor get_gguf(const std::string& name, const std::vector<int64_t>& shape) const {
     const std::string& file = store_.gguf()->path();

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "model/config.h"
-#include "model/safetensors.h"
+#include "formats/safetensors.h"
 #include "ops/ops.h"
 
 namespace mmx {

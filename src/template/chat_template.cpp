@@ -1,67 +1,12 @@
-// ChatTemplate: loading from a checkpoint directory and building the render context.
+// ChatTemplate: the render context and template choice (see chat_template.h).
 #include "template/chat_template.h"
 
 #include <cctype>
 
-#include <filesystem>
-
 #include "base/error.h"
-#include "base/file_io.h"
 #include "base/json_nesting.h"
-#include "gguf/hf_view.h"
 
 namespace mmx {
-
-namespace fs = std::filesystem;
-
-static std::string read_file(const fs::path& p) { return mmx::read_file(p.string()); }
-
-ChatTemplate ChatTemplate::from_dir(const std::string& dir, const std::string& template_file) {
-  auto override_or = [&](std::map<std::string, std::string> found) {
-    if (template_file.empty()) return found;
-    if (!fs::is_regular_file(template_file)) fail("--chat-template: '{}' is not a readable file", template_file);
-    return std::map<std::string, std::string>{{"default", read_file(template_file)}};
-  };
-  if (gguf::is_gguf(dir)) {  // tokenizer.chat_template and the special tokens of a GGUF file
-    const json config = gguf::hf_tokenizer_config(*gguf::File::open(dir));
-    if (!template_file.empty()) return ChatTemplate(override_or({}), config);
-    if (!config.contains("chat_template"))
-      fail("GGUF file '{}' has no chat template (tokenizer.chat_template)", dir);
-    return ChatTemplate({{"default", config["chat_template"].get<std::string>()}}, config);
-  }
-  fs::path d(dir);
-  json config = nullptr;
-  if (fs::exists(d / "tokenizer_config.json")) {
-    try {
-      config = json::parse(read_file(d / "tokenizer_config.json"));
-    } catch (const json::exception& e) {
-      fail("{}/tokenizer_config.json: {}", dir, e.what());
-    }
-  }
-  std::map<std::string, std::string> templates;
-  if (!template_file.empty()) {
-    templates = override_or({});
-  } else if (fs::exists(d / "chat_template.jinja")) {
-    templates["default"] = read_file(d / "chat_template.jinja");
-  } else if (config.is_object() && config.contains("chat_template") && !config["chat_template"].is_null()) {
-    const json& ct = config["chat_template"];
-    if (ct.is_string()) {
-      templates["default"] = ct.get<std::string>();
-    } else if (ct.is_array()) {
-      for (const json& t : ct) {
-        if (!t.is_object() || !t.contains("name") || !t.contains("template") || !t["name"].is_string() ||
-            !t["template"].is_string())
-          fail("{}/tokenizer_config.json: chat_template list entries need string \"name\" and \"template\"", dir);
-        templates[t["name"].get<std::string>()] = t["template"].get<std::string>();
-      }
-    } else {
-      fail("{}/tokenizer_config.json: chat_template must be a string or a list of {{name, template}}", dir);
-    }
-  }
-  if (templates.empty())
-    fail("{} has no chat template (neither chat_template.jinja nor tokenizer_config.json \"chat_template\")", dir);
-  return ChatTemplate(templates, config);
-}
 
 ChatTemplate::ChatTemplate(const std::map<std::string, std::string>& templates, const json& config) {
   for (const auto& [name, src] : templates) templates_.emplace(name, jinja::Template(src));

@@ -1,10 +1,11 @@
 // ChatTemplate: a checkpoint's chat template, rendered the way transformers does it.
 //
-// Loading: DIR/chat_template.jinja if present (transformers >= 4.43 writes it there), else
-// tokenizer_config.json "chat_template" — a string, or a list of {"name", "template"} where
-// "default" is the plain template and "tool_use" is picked automatically when tools are given.
-// Special tokens (bos/eos/unk/sep/pad/cls/mask) come from tokenizer_config.json, as strings or
-// AddedToken objects {"content": ...}.
+// Built from the template sources and tokenizer_config.json that formats/checkpoint.h finds in a
+// checkpoint (chat_template_files(): chat_template.jinja, tokenizer_config.json "chat_template",
+// or a GGUF file's tokenizer.chat_template). With several templates, "default" is the plain one
+// and "tool_use" is picked automatically when tools are given. Special tokens
+// (bos/eos/unk/sep/pad/cls/mask) come from tokenizer_config.json, as strings or AddedToken
+// objects {"content": ...}.
 //
 // Rendering context (same as transformers.js apply_chat_template): messages,
 // add_generation_prompt, tools (null when absent), documents (null), the special tokens, then
@@ -12,7 +13,8 @@
 // Messages are passed through unchanged: the template itself decides what to do with
 // reasoning_content, <think> inside content, tool_calls with dict or string arguments.
 //
-// Not here: tokenization of the result (tokenizer/), parsing model output (chat/).
+// Not here: finding or reading files (formats/), tokenization of the result (tokenizer/), parsing
+// model output (chat/).
 #pragma once
 
 #include <map>
@@ -28,12 +30,9 @@ class ChatTemplate {
  public:
   using json = nlohmann::ordered_json;
 
-  // Throws mmx::Error if DIR has no chat template, or jinja::TemplateError if it does not parse.
-  // template_file (non-empty): this Jinja file replaces the checkpoint's template (the special
-  // tokens still come from DIR); a missing file is an mmx::Error naming it.
-  static ChatTemplate from_dir(const std::string& dir, const std::string& template_file = "");
   // templates: name -> source (a single template is named "default"); tokenizer_config: the
-  // parsed tokenizer_config.json (only the special-token fields are read), or null.
+  // parsed tokenizer_config.json (only the special-token fields are read), or null. Throws
+  // jinja::TemplateError if a template does not parse.
   ChatTemplate(const std::map<std::string, std::string>& templates, const json& tokenizer_config);
 
   // messages: JSON array of {role, content, ...}; tools: JSON array or null; extra_kwargs: JSON

@@ -1,8 +1,6 @@
 // mmx::Tokenizer (see tokenizer.h): loading and the encode / decode pipelines.
 #include "tokenizer/tokenizer.h"
 
-#include "gguf/hf_view.h"
-
 #include "base/scratch.h"
 
 #include <nlohmann/json.hpp>
@@ -33,19 +31,20 @@ Tokenizer Tokenizer::from_file(const std::string& path) {
 Tokenizer Tokenizer::from_path(const std::string& path) {
   namespace fs = std::filesystem;
   if (!fs::exists(path)) fail("tokenizer path '{}' does not exist (give a model directory or a tokenizer.json)", path);
-  if (gguf::is_gguf(path)) {  // a GGUF file carries its vocabulary (gguf/hf_view.h)
-    try {
-      return from_json(gguf::hf_tokenizer(*gguf::File::open(path)));
-    } catch (const Error& e) {
-      fail("{}: {}", path, e.what());
-    }
-  }
   if (fs::is_directory(path)) {
     const fs::path p = fs::path(path) / "tokenizer.json";
     if (!fs::exists(p)) fail("no tokenizer.json in directory '{}'", path);
     return from_file(p.string());
   }
   return from_file(path);
+}
+
+Tokenizer Tokenizer::from_json(const json& j, const std::string& where) {
+  try {
+    return from_json(j);
+  } catch (const Error& e) {
+    fail("{}: {}", where, e.what());
+  }
 }
 
 Tokenizer Tokenizer::from_json_text(std::string_view text) {

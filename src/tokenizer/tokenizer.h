@@ -36,9 +36,13 @@ class Tokenizer {
   // Loads tokenizer.json. Throws mmx::Error (naming the file) when it is missing, malformed or
   // uses an unsupported component.
   static Tokenizer from_file(const std::string& path);
-  // A directory holding tokenizer.json, or the file itself.
+  // A directory holding tokenizer.json, or the file itself. A checkpoint of any format (a GGUF
+  // file carries its vocabulary) goes through formats/checkpoint.h instead: from_json(its
+  // tokenizer()).
   static Tokenizer from_path(const std::string& path);
   static Tokenizer from_json(const nlohmann::json& j);
+  // The same; errors are prefixed with `where` (the file the JSON came from).
+  static Tokenizer from_json(const nlohmann::json& j, const std::string& where);
   static Tokenizer from_json_text(std::string_view text);
 
   // text -> ids. Special-token strings in the text are always recognized; add_special_tokens

@@ -6,8 +6,8 @@
 #include <random>
 
 #include "base/error.h"
-#include "model/safetensors.h"
-#include "model/safetensors_writer.h"
+#include "formats/safetensors.h"
+#include "formats/safetensors_writer.h"
 #include "ops/ops.h"
 #include "train/families.h"
 

@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "base/qblocks.h"
-#include "gguf/gguf_writer.h"
-#include "gguf/hf_view.h"
+#include "formats/gguf_writer.h"
+#include "formats/hf_view.h"
 #include "memfd_input.h"
-#include "model/safetensors.h"
+#include "formats/safetensors.h"
 
 namespace {
 

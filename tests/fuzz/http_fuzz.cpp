@@ -30,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "formats/checkpoint.h"
 #include "server/server.h"
 
 #ifndef MMX_ROOT
@@ -239,8 +240,11 @@ extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
   if (const char* dir = std::getenv("MMX_FUZZ_SEED_DIR")) write_seeds(dir);
   const std::string model = std::string(MMX_ROOT) + "/models/m2-tiny";
   g_world = new World;  // lives until exit: the server's threads use it
-  g_world->tok = std::make_unique<tok::Tokenizer>(tok::Tokenizer::from_path(model));
-  g_world->tmpl = std::make_unique<ChatTemplate>(ChatTemplate::from_dir(model));
+  const Checkpoint ck = open_checkpoint(model);  // the tools' path (tools/mmx/common.cpp)
+  const CheckpointJson tj = ck.tokenizer();
+  g_world->tok = std::make_unique<tok::Tokenizer>(tok::Tokenizer::from_json(tj.json, tj.where));
+  const ChatTemplateFiles tf = ck.chat_template_files();
+  g_world->tmpl = std::make_unique<ChatTemplate>(tf.templates, tf.tokenizer_config);
   g_world->engine = std::make_unique<ScriptEngine>(reply(*g_world->tok));
   server::ServedModel m;
   m.name = "tiny-m2";

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "memfd_input.h"
-#include "model/safetensors.h"
-#include "model/safetensors_writer.h"
+#include "formats/safetensors.h"
+#include "formats/safetensors_writer.h"
 
 namespace {
 

@@ -11,11 +11,12 @@
 
 #include "base/error.h"
 #include "engine/generate.h"
-#include "gguf/gguf.h"
+#include "formats/gguf.h"
 #include "model/config.h"
-#include "model/gguf_convert.h"
+#include "formats/convert/gguf_convert.h"
 #include "model/model.h"
 #include "template/chat_template.h"
+#include "testing/checkpoint_files.h"
 #include "tokenizer/tokenizer.h"
 
 namespace mmx {
@@ -50,7 +51,7 @@ class Cleanup : public ::testing::Environment {
 [[maybe_unused]] ::testing::Environment* const kCleanup = ::testing::AddGlobalTestEnvironment(new Cleanup);
 
 const std::vector<int32_t>& prompt() {
-  static const std::vector<int32_t> ids = tok::Tokenizer::from_path(kTiny).encode(
+  static const std::vector<int32_t> ids = testing::tokenizer_of(kTiny).encode(
       "def read_config(path):\n    with open(path) as f:\n        return json.load(f)\n");
   return ids;
 }
@@ -74,7 +75,7 @@ TEST(GgufModel, ConfigTokenizerAndTemplateMatchTheCheckpoint) {
   EXPECT_EQ(b.vocab_size, a.vocab_size);
   EXPECT_EQ(b.use_routing_bias, a.use_routing_bias);
 
-  const tok::Tokenizer ta = tok::Tokenizer::from_path(kTiny), tb = tok::Tokenizer::from_path(g);
+  const tok::Tokenizer ta = testing::tokenizer_of(kTiny), tb = testing::tokenizer_of(g);
   for (const char* s : {"def f(x):\n    return x ** 2  # square\n", "Hello, World! It's 2026.",
                         "日本語のテキストと中文", "Привет, МирДругой CamelCase", "emoji 🚀🎉 ok",
                         "]~!b[]~b]system\nhi[e~[\n<think>\nx\n</think>", "\t\r\n  spaces   end "}) {
@@ -84,8 +85,8 @@ TEST(GgufModel, ConfigTokenizerAndTemplateMatchTheCheckpoint) {
 
   const nlohmann::json msgs = {{{"role", "system"}, {"content", "be brief"}},
                                {{"role", "user"}, {"content", "hi"}}};
-  EXPECT_EQ(ChatTemplate::from_dir(g).render(msgs, nullptr, true),
-            ChatTemplate::from_dir(kTiny).render(msgs, nullptr, true));
+  EXPECT_EQ(testing::chat_template_of(g).render(msgs, nullptr, true),
+            testing::chat_template_of(kTiny).render(msgs, nullptr, true));
 }
 
 TEST(GgufModel, Bf16LogitsAreBitIdentical) {

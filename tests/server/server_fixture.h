@@ -19,6 +19,7 @@
 #include "fake_engine.h"
 #include "fixtures/tiny.h"
 #include "server/server.h"
+#include "testing/checkpoint_files.h"
 
 namespace mmx::server {
 
@@ -40,8 +41,8 @@ struct TinyAssets {
       o.out_dir = t.dir;
       o.seed = 1;
       write_tiny_checkpoint(o);
-      t.tok = std::make_unique<tok::Tokenizer>(tok::Tokenizer::from_path(t.dir));
-      t.tmpl = std::make_unique<ChatTemplate>(ChatTemplate::from_dir(t.dir));
+      t.tok = std::make_unique<tok::Tokenizer>(mmx::testing::tokenizer_of(t.dir));
+      t.tmpl = std::make_unique<ChatTemplate>(mmx::testing::chat_template_of(t.dir));
       t.eos = t.tok->token_to_id("[e~[");
       std::filesystem::remove_all(t.dir);
       return t;

@@ -1,6 +1,9 @@
-// Tests of mmx::ChatTemplate (loading from a checkpoint directory, template selection, special
-// tokens) and of the MiniMax-M2 template's interleaved-thinking behaviour as rendered by us.
+// Tests of mmx::ChatTemplate (loading from a checkpoint directory through the formats gateway,
+// template selection, special tokens) and of the MiniMax-M2 template's interleaved-thinking
+// behaviour as rendered by us.
 #include "template/chat_template.h"
+
+#include "testing/checkpoint_files.h"
 
 #include <gtest/gtest.h>
 
@@ -40,18 +43,18 @@ TEST(ChatTemplate, LoadsFromTokenizerConfig) {
                "{{ bos_token }}{% for m in messages %}{{ m.role }}:{{ m.content }}{% endfor %}"
                "{% if add_generation_prompt %}>{% endif %}{{ eos_token }}{{ tools is none }}"}};
   write(d / "tokenizer_config.json", cfg.dump());
-  auto t = mmx::ChatTemplate::from_dir(d.string());
+  auto t = mmx::testing::chat_template_of(d.string());
   EXPECT_EQ(t.bos_token(), "<B>");
   json msgs = json::parse(R"([{"role":"user","content":"hi"}])");
   EXPECT_EQ(t.render(msgs, nullptr, true), "<B>user:hi><E>true");
   // chat_template.jinja wins over tokenizer_config.json
   write(d / "chat_template.jinja", "J{{ messages | length }}{{ extra }}");
-  EXPECT_EQ(mmx::ChatTemplate::from_dir(d.string()).render(msgs, nullptr, false, {{"extra", "!"}}), "J1!");
+  EXPECT_EQ(mmx::testing::chat_template_of(d.string()).render(msgs, nullptr, false, {{"extra", "!"}}), "J1!");
   // --chat-template FILE wins over both; the special tokens still come from the directory.
   const fs::path file = temp_dir("override") / "mine.jinja";
   write(file, "{{ bos_token }}O{{ messages | length }}");
-  EXPECT_EQ(mmx::ChatTemplate::from_dir(d.string(), file.string()).render(msgs), "<B>O1");
-  EXPECT_THROW(mmx::ChatTemplate::from_dir(d.string(), (d / "missing.jinja").string()), mmx::Error);
+  EXPECT_EQ(mmx::testing::chat_template_of(d.string(), file.string()).render(msgs), "<B>O1");
+  EXPECT_THROW(mmx::testing::chat_template_of(d.string(), (d / "missing.jinja").string()), mmx::Error);
   fs::remove_all(file.parent_path());
   fs::remove_all(d);
 }
@@ -62,13 +65,13 @@ TEST(ChatTemplate, NamedTemplatesPickToolUse) {
       {"chat_template", json::array({{{"name", "default"}, {"template", "D"}},
                                      {{"name", "tool_use"}, {"template", "T{{ tools | length if tools else 0 }}"}}})}};
   write(d / "tokenizer_config.json", cfg.dump());
-  auto t = mmx::ChatTemplate::from_dir(d.string());
+  auto t = mmx::testing::chat_template_of(d.string());
   EXPECT_EQ(t.render(json::array(), nullptr), "D");
   EXPECT_EQ(t.render(json::array(), json::array({1, 2})), "T2");
   EXPECT_EQ(t.render(json::array(), nullptr, false, nullptr, "tool_use"), "T0");
   EXPECT_THROW(t.render(json::array(), nullptr, false, nullptr, "nope"), mmx::Error);
   fs::remove_all(d);
-  EXPECT_THROW(mmx::ChatTemplate::from_dir(temp_dir("empty").string()), mmx::Error);
+  EXPECT_THROW(mmx::testing::chat_template_of(temp_dir("empty").string()), mmx::Error);
 }
 
 // Interleaved thinking (spec 6.3): reasoning is re-rendered only for assistant turns after the

@@ -11,6 +11,7 @@
 #include <optional>
 #include <sstream>
 
+#include "formats/checkpoint.h"
 #include "template/chat_template.h"
 
 using json = nlohmann::ordered_json;
@@ -32,7 +33,8 @@ int main() {
     std::string load_error;
     try {
       if (spec.contains("dir")) {
-        tmpl.emplace(mmx::ChatTemplate::from_dir(spec["dir"].get<std::string>()));
+        const mmx::ChatTemplateFiles f = mmx::open_checkpoint(spec["dir"].get<std::string>()).chat_template_files();
+        tmpl.emplace(f.templates, f.tokenizer_config);
       } else {
         tmpl.emplace(std::map<std::string, std::string>{{"default", slurp(spec["file"].get<std::string>())}},
                      spec.value("config", json(nullptr)));

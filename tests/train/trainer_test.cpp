@@ -18,7 +18,7 @@
 #include "engine/generate.h"
 #include "model/config.h"
 #include "model/model.h"
-#include "model/safetensors.h"
+#include "formats/safetensors.h"
 #include "tokenizer/tokenizer.h"
 #include "engine_parity.h"
 #include "train/graph.h"

@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "base/qblocks.h"
-#include "gguf/gguf_writer.h"
-#include "gguf/hf_view.h"
-#include "model/safetensors.h"
+#include "formats/gguf_writer.h"
+#include "formats/hf_view.h"
+#include "formats/safetensors.h"
 
 namespace mmx {
 namespace {

@@ -1,4 +1,4 @@
-// Seeded mutation test for model/safetensors: truncate a valid file at every length, and corrupt
+// Seeded mutation test for formats/safetensors: truncate a valid file at every length, and corrupt
 // its length prefix and header (and a sharded index) a few thousand times. Every result must
 // either open — and then every tensor() view lies inside its file's mapping and reads back the
 // file's bytes — or throw mmx::Error. A crash, a sanitizer report or any other exception type is
@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "model/safetensors.h"
-#include "model/safetensors_writer.h"
+#include "formats/safetensors.h"
+#include "formats/safetensors_writer.h"
 
 namespace mmx {
 namespace {

@@ -1,4 +1,4 @@
-// Tests for model/safetensors: writer/reader round trips, the exact bytes the writer produces,
+// Tests for formats/safetensors: writer/reader round trips, the exact bytes the writer produces,
 // directory and sharded-index layouts, and one case per corruption the reader must reject with
 // an mmx::Error naming the file (and tensor). Randomized corruption is in
 // safetensors_mutation_test.cpp.
@@ -6,8 +6,8 @@
 // Files under test are written here by hand (raw_file) as well as by SafetensorsWriter, so the
 // reader is never checked only against its own writer.
 #include "base/mapped_file.h"
-#include "model/safetensors.h"
-#include "model/safetensors_writer.h"
+#include "formats/safetensors.h"
+#include "formats/safetensors_writer.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

@@ -23,7 +23,7 @@
 #include "common.h"
 #include "engine/sampler.h"
 #include "model/model.h"
-#include "model/safetensors.h"
+#include "formats/safetensors.h"
 #include "ops/ops.h"
 
 namespace mmx::cli {

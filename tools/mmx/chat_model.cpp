@@ -1,7 +1,8 @@
 #include "chat_model.h"
 
 #include "base/error.h"
-#include "engine/generation_config.h"
+#include "engine/generation_defaults.h"
+#include "formats/checkpoint.h"
 
 namespace mmx::cli {
 
@@ -24,7 +25,7 @@ void describe_model(const Model& model, const std::string& dir, const std::strin
   sm.format = pick_format(cfg.family, reasoning_format);
   sm.eos_ids.clear();
   for (int64_t id : cfg.eos_token_ids) sm.eos_ids.push_back(int32_t(id));
-  sm.sampling = generation_defaults(dir);
+  sm.sampling = generation_defaults(open_checkpoint(dir).generation_config());
 }
 
 }  // namespace mmx::cli

@@ -27,7 +27,7 @@
 #include "common.h"
 #include "sampling_flags.h"
 #include "engine/generate.h"
-#include "engine/generation_config.h"
+#include "engine/generation_defaults.h"
 #include "ops/ops.h"
 #include "server/api_error.h"
 #include "server/output_stream.h"
@@ -229,9 +229,10 @@ const char* kHelp =
 
 void run_chat(const Opts& o) {
   ops::set_n_threads(o.threads);
-  if (!has_tokenizer(o.model)) fail("{} has no tokenizer.json: mmx chat needs the checkpoint's tokenizer", o.model);
-  tok::Tokenizer tokenizer = tok::Tokenizer::from_path(o.model);
-  ChatTemplate tmpl = ChatTemplate::from_dir(o.model, o.chat_template);
+  const Checkpoint ck = open_checkpoint(o.model);
+  if (!ck.has_tokenizer()) fail("{} has no tokenizer.json: mmx chat needs the checkpoint's tokenizer", o.model);
+  tok::Tokenizer tokenizer = load_tokenizer(ck);
+  ChatTemplate tmpl = load_chat_template(ck, o.chat_template);
   auto model = load_for_cli(o.model, o.load);
 
   server::ServedModel sm;

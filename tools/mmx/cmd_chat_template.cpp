@@ -62,7 +62,7 @@ void add_chat_template(CLI::App& app, Action& action) {
       if (!o->tools.empty()) tools = read_json(o->tools, "tools");
       if (!o->kwargs.empty()) kwargs = read_json(o->kwargs, "kwargs");
       if (o->parse_arguments) messages = parse_tool_call_arguments(messages);
-      ChatTemplate t = ChatTemplate::from_dir(o->model_dir);
+      ChatTemplate t = load_chat_template(open_checkpoint(o->model_dir));
       std::string out = t.render(messages, tools, o->add_generation_prompt, kwargs, o->name);
       std::fwrite(out.data(), 1, out.size(), stdout);
       std::fflush(stdout);

@@ -1,12 +1,12 @@
 // mmx convert: a Hugging Face MiniMax-M2 checkpoint -> one GGUF file (llama.cpp's minimax-m2
-// layout) in the chosen type or llama.cpp-style mix; model/gguf_convert.h has the type policy.
+// layout) in the chosen type or llama.cpp-style mix; formats/convert/gguf_convert.h has the type policy.
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 
 #include "common.h"
-#include "model/gguf_convert.h"
+#include "formats/convert/gguf_convert.h"
 
 namespace mmx::cli {
 

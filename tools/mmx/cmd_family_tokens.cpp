@@ -30,8 +30,8 @@
 #include "base/file_io.h"
 #include "common.h"
 #include "fixtures/tiny_tokenizer.h"
-#include "model/safetensors.h"
-#include "model/safetensors_writer.h"
+#include "formats/safetensors.h"
+#include "formats/safetensors_writer.h"
 
 namespace mmx::cli {
 

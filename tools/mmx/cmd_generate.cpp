@@ -11,7 +11,7 @@
 #include "common.h"
 #include "sampling_flags.h"
 #include "engine/generate.h"
-#include "engine/generation_config.h"
+#include "engine/generation_defaults.h"
 #include "model/msa_stats.h"
 #include "ops/ops.h"
 #include "template/chat_template.h"
@@ -38,7 +38,8 @@ void run_generate(const Opts& o) {
   ops::set_n_threads(o.threads);
   std::optional<tok::Tokenizer> tokenizer;
   std::vector<int32_t> prompt;
-  if (has_tokenizer(o.model)) tokenizer = tok::Tokenizer::from_path(o.model);
+  const Checkpoint ck = open_checkpoint(o.model);
+  if (ck.has_tokenizer()) tokenizer = load_tokenizer(ck);
   if (!o.ids.empty()) {
     prompt = parse_ids(o.ids);
   } else {
@@ -49,7 +50,7 @@ void run_generate(const Opts& o) {
       nlohmann::json messages = nlohmann::json::array();
       if (!o.system.empty()) messages.push_back({{"role", "system"}, {"content", o.system}});
       messages.push_back({{"role", "user"}, {"content", o.prompt}});
-      text = ChatTemplate::from_dir(o.model).render(messages, nullptr, /*add_generation_prompt=*/true);
+      text = load_chat_template(ck).render(messages, nullptr, /*add_generation_prompt=*/true);
     }
     // A chat template writes its special tokens as text; a raw prompt gets the tokenizer's own
     // post-processing (as HF `tokenizer(text)` does).
@@ -57,7 +58,7 @@ void run_generate(const Opts& o) {
     if (o.show_prompt) std::fprintf(stderr, "%s", text.c_str());
   }
   auto model = load_for_cli(o.model, o.load);
-  SamplingParams sp = generation_defaults(o.model);
+  SamplingParams sp = generation_defaults(ck.generation_config());
   o.sampling.apply(sp);
   if (!o.sampling.seed_given() && sp.temperature > 0)
     std::fprintf(stderr, "mmx generate: sampling seed %llu (pass --seed to repeat)\n", (unsigned long long)sp.seed);

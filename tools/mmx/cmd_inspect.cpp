@@ -6,7 +6,7 @@
 
 #include "common.h"
 #include "model/config.h"
-#include "model/safetensors.h"
+#include "formats/safetensors.h"
 #include "model/weights.h"
 
 namespace mmx::cli {

@@ -48,7 +48,7 @@ void add_ppl(CLI::App& app, Action& action) {
       if (!f) fail("cannot read {}", o->file);
       std::stringstream ss;
       ss << f.rdbuf();
-      const tok::Tokenizer tk = tok::Tokenizer::from_path(o->model);
+      const tok::Tokenizer tk = load_tokenizer(open_checkpoint(o->model));
       const std::vector<int32_t> ids = tk.encode(ss.str(), false);
       if (ids.size() < 2) fail("{}: fewer than 2 tokens, nothing to score", o->file);
       auto model = load_for_cli(o->model, o->load);

@@ -174,7 +174,7 @@ void add_probe(CLI::App& app, Action& action) {
           }
           continue;
         }
-        const tok::Tokenizer tk = tok::Tokenizer::from_path(dir);
+        const tok::Tokenizer tk = load_tokenizer(open_checkpoint(dir));
         const std::vector<int32_t> held_out = tk.encode(ss.str(), false);
         const std::vector<std::string> words = train::retrieval_words(ss.str());
         auto model = load_for_cli(dir, o->load);

@@ -17,7 +17,7 @@
 #include <thread>
 
 #include "base/error.h"
-#include "engine/generation_config.h"
+#include "engine/generation_defaults.h"
 #include "chat_model.h"
 #include "cache_flags.h"
 #include "common.h"
@@ -49,12 +49,13 @@ void run_serve(Opts o) {
          o.engine.max_step_ms);
   server::configure_memory_return();
   ops::set_n_threads(o.threads);
-  if (!has_tokenizer(o.model))
+  const Checkpoint ck = open_checkpoint(o.model);
+  if (!ck.has_tokenizer())
     fail("{} has no tokenizer.json: the server needs the checkpoint's tokenizer", o.model);
-  tok::Tokenizer tokenizer = tok::Tokenizer::from_path(o.model);
+  tok::Tokenizer tokenizer = load_tokenizer(ck);
   std::optional<ChatTemplate> tmpl;
   try {
-    tmpl.emplace(ChatTemplate::from_dir(o.model, o.chat_template));
+    tmpl.emplace(load_chat_template(ck, o.chat_template));
   } catch (const Error& e) {
     if (!o.chat_template.empty()) throw;  // the file asked for must load
     std::fprintf(stderr, "mmx serve: no chat template (%s); /v1/chat/completions will answer 400\n", e.what());

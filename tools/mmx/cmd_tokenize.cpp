@@ -23,7 +23,7 @@ struct TokOpts {
   std::string model_dir, tokenizer_file;
   tok::Tokenizer load() const {
     if (!model_dir.empty() && !tokenizer_file.empty()) fail("give either -m DIR or --tokenizer FILE, not both");
-    if (!model_dir.empty()) return tok::Tokenizer::from_path(model_dir);
+    if (!model_dir.empty()) return load_tokenizer(open_checkpoint(model_dir));
     if (!tokenizer_file.empty()) return tok::Tokenizer::from_file(tokenizer_file);
     fail("no tokenizer given: use -m DIR (holding tokenizer.json) or --tokenizer FILE");
   }

@@ -7,11 +7,11 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <unistd.h>
 
 #include "base/error.h"
-#include "gguf/gguf.h"
+#include "template/chat_template.h"
+#include "tokenizer/tokenizer.h"
 
 namespace mmx::cli {
 
@@ -68,9 +68,14 @@ void progress_bar(int done, int total) {
   std::fflush(stderr);
 }
 
-bool has_tokenizer(const std::string& model) {
-  std::error_code ec;
-  return gguf::is_gguf(model) || std::filesystem::exists(std::filesystem::path(model) / "tokenizer.json", ec);
+tok::Tokenizer load_tokenizer(const Checkpoint& ck) {
+  const CheckpointJson t = ck.tokenizer();
+  return tok::Tokenizer::from_json(t.json, t.where);
+}
+
+ChatTemplate load_chat_template(const Checkpoint& ck, const std::string& template_file) {
+  const ChatTemplateFiles f = ck.chat_template_files(template_file);
+  return ChatTemplate(f.templates, f.tokenizer_config);
 }
 
 std::unique_ptr<Model> load_for_cli(const std::string& dir, const LoadOptions& o) {

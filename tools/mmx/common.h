@@ -7,8 +7,14 @@
 #include <string>
 #include <vector>
 
+#include "formats/checkpoint.h"
 #include "model/model.h"
 #include "fixtures/tiny.h"
+
+namespace mmx {
+class ChatTemplate;
+namespace tok { class Tokenizer; }
+}  // namespace mmx
 
 namespace mmx::cli {
 
@@ -21,8 +27,10 @@ double row_kl(const float* p, const float* q, int64_t V);
 // A progress bar on stderr for layer loading: [#####     ] 31/62 layers.
 void progress_bar(int done, int total);
 
-// True when `model` carries a tokenizer: a directory with tokenizer.json, or a GGUF file.
-bool has_tokenizer(const std::string& model);
+// The checkpoint's tokenizer and chat template, from the files the formats gateway hands out
+// (formats/checkpoint.h; ck.has_tokenizer() says whether there is one). template_file: --chat-template.
+tok::Tokenizer load_tokenizer(const Checkpoint& ck);
+ChatTemplate load_chat_template(const Checkpoint& ck, const std::string& template_file = "");
 
 // Loads a model for a command: progress bar, then "note: ..." lines for the config's warnings.
 std::unique_ptr<Model> load_for_cli(const std::string& dir, const LoadOptions& o);

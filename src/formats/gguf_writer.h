@@ -9,13 +9,16 @@
 //
 // The writer lays tensors out back to back at `alignment` (32, llama.cpp's default). Every
 // mistake of the caller (too many or too few bytes, write before begin) is an mmx::Error.
+//
+// Not here: what the keys of a minimax-m2 file are (formats/hf_view.h), converting tensors
+// (formats/convert/gguf_convert.h), reading (formats/gguf.h).
 #pragma once
 
 #include <cstdio>
 #include <string>
 #include <vector>
 
-#include "gguf/gguf.h"
+#include "formats/gguf.h"
 
 namespace mmx::gguf {
 

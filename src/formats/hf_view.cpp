@@ -1,12 +1,12 @@
 // GGUF <-> Hugging Face views of a minimax-m2 model (see hf_view.h). The key names and token
 // types are llama.cpp's (gguf-py constants, llama-arch.cpp); the mapping code is ours.
-#include "gguf/hf_view.h"
+#include "formats/hf_view.h"
 
 #include <regex>
 #include <set>
 
 #include "base/error.h"
-#include "gguf/gguf_writer.h"
+#include "formats/gguf_writer.h"
 
 namespace mmx::gguf {
 

@@ -3,15 +3,16 @@
 // Reading is in three layers, in reading order below:
 //   header parsing   -> pure functions over the mapped bytes; every check of safetensors.h
 //   SafetensorsFile  -> one mapped file and its parsed TensorInfos
-//   TensorStore      -> single file, directory, or sharded index; hands out Tensor views
+//   TensorStore      -> single file, directory, sharded index or a GGUF file; hands out Tensor views
 // The file is untrusted: every problem becomes an mmx::Error naming the file (and the tensor);
 // no nlohmann exception, integer overflow or out-of-bounds pointer escapes.
 //
 // Not here: HF-name mapping, dtype conversion, device upload (model/weights does those).
-#include "model/safetensors.h"
+#include "formats/safetensors.h"
 
 #include "base/mapped_file.h"
-#include "gguf/gguf.h"
+#include "formats/checkpoint.h"
+#include "formats/gguf.h"
 
 #include <fmt/ranges.h>
 
@@ -492,7 +493,16 @@ TensorStore::~TensorStore() = default;
 TensorStore::TensorStore(TensorStore&&) noexcept = default;
 TensorStore& TensorStore::operator=(TensorStore&&) noexcept = default;
 
-TensorStore TensorStore::open(const std::string& path) {
+TensorStore TensorStore::open(const std::string& path) { return open_checkpoint(path).tensors(); }
+
+TensorStore TensorStore::open_gguf(const std::string& path) {
+  TensorStore store;
+  store.impl_->origin = path;
+  store.impl_->load_gguf(path);
+  return store;
+}
+
+TensorStore TensorStore::open_safetensors(const std::string& path) {
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
   if (ec || !fs::exists(st)) {
@@ -501,9 +511,7 @@ TensorStore TensorStore::open(const std::string& path) {
   TensorStore store;
   Impl& impl = *store.impl_;
   impl.origin = path;
-  if (gguf::is_gguf(path)) {
-    impl.load_gguf(path);
-  } else if (fs::is_directory(st)) {
+  if (fs::is_directory(st)) {
     const fs::path index = fs::path(path) / kIndexName;
     const fs::path single = fs::path(path) / kSingleName;
     if (path_exists(index)) {

@@ -1,4 +1,4 @@
-#include "model/safetensors_writer.h"
+#include "formats/safetensors_writer.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
-#include "model/safetensors.h"
+#include "formats/safetensors.h"
 
 namespace mmx {
 

@@ -6,7 +6,7 @@
 #include <set>
 
 #include "base/error.h"
-#include "gguf/gguf.h"
+#include "formats/gguf.h"
 
 namespace mmx::gguf {
 

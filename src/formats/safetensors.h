@@ -1,4 +1,5 @@
-// Read-only safetensors over mmap, single file or sharded (model.safetensors.index.json).
+// Read-only safetensors over mmap, single file or sharded (model.safetensors.index.json), and the
+// TensorStore that hands out a checkpoint's tensors from safetensors or a GGUF file alike.
 //
 // Format: 8-byte little-endian header length N, N bytes of JSON
 //   {"name": {"dtype": "BF16", "shape": [..], "data_offsets": [begin, end]}, ..., "__metadata__": {..}}
@@ -19,7 +20,8 @@
 // the index's directory (no '/', '\', "." or ".."). Tensors a shard holds but the weight_map does
 // not mention are not exposed.
 //
-// Not here: HF-name mapping, dtype conversion, copying to device (model/weights does that).
+// Not here: which format a path holds (formats/checkpoint.h sniffs it), HF-name mapping, dtype
+// conversion, copying to device (model/weights does that).
 // A file truncated by another process *after* open can still SIGBUS; we map, we do not copy.
 #pragma once
 
@@ -55,11 +57,15 @@ namespace gguf { class File; }
 // A checkpoint's tensors across one or more shard files.
 class TensorStore {
  public:
-  // path: a directory holding model.safetensors.index.json (+ shards) or model.safetensors,
-  // a path to a single .safetensors file, a path to a *.index.json file, or a GGUF file
-  // (recognised by its magic; tensors under their GGUF names, shapes outermost first).
-  // Throws mmx::Error naming the file (and tensor) on anything malformed.
+  // Any checkpoint path: open_checkpoint(path).tensors() (formats/checkpoint.h sniffs the
+  // format, then calls one of the two below).
   static TensorStore open(const std::string& path);
+  // path: a directory holding model.safetensors.index.json (+ shards) or model.safetensors,
+  // a path to a single .safetensors file, or a path to a *.index.json file.
+  // Throws mmx::Error naming the file (and tensor) on anything malformed.
+  static TensorStore open_safetensors(const std::string& path);
+  // A GGUF file (formats/gguf.h): tensors under their GGUF names, shapes outermost first.
+  static TensorStore open_gguf(const std::string& path);
   // Moves every file's bytes into anonymous huge pages (base/mapped_file.h: why); call before
   // taking any view.
   void to_huge_pages();

@@ -17,7 +17,7 @@
 // Tensor types: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K map to DTypes; every other ggml
 // type is listed with supported = false and its ggml name (the loader refuses it by name).
 //
-// Not here: what the keys mean for a model (gguf/hf_view.h), writing (gguf/gguf_writer.h).
+// Not here: what the keys mean for a model (formats/hf_view.h), writing (formats/gguf_writer.h).
 #pragma once
 
 #include <cstdint>
@@ -104,7 +104,8 @@ class File {
   std::vector<TensorInfo> tensors_;
 };
 
-// True when `path` is a regular file that starts with the GGUF magic (never throws).
+// True when `path` is a regular file that starts with the GGUF magic (never throws). The loaders
+// do not ask this themselves: open_checkpoint (formats/checkpoint.h) is the one sniff.
 bool is_gguf(const std::string& path);
 
 }  // namespace mmx::gguf

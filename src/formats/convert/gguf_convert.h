@@ -11,6 +11,10 @@
 //     or F16 when not even that fits (llama.cpp falls back to Q5_0/Q5_1, which mmx lacks).
 // A tied checkpoint still gets an output.weight (a copy of the embedding): llama.cpp's
 // minimax-m2 graph requires one.
+//
+// A separate library (mmx_convert) in the formats room: it needs ModelConfig (model/) and the
+// quantizers (ops/), which mmx_formats must not depend on. Not here: the GGUF keys and tensor
+// names (formats/hf_view.h), the byte layout (formats/gguf_writer.h), the CLI (tools/mmx).
 #pragma once
 
 #include <cstdint>

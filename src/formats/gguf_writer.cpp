@@ -1,4 +1,4 @@
-#include "gguf/gguf_writer.h"
+#include "formats/gguf_writer.h"
 
 #include <cerrno>
 #include <cstring>

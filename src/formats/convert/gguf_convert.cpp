@@ -1,5 +1,5 @@
 // HF -> GGUF conversion (see gguf_convert.h): the type policy, then the streaming loop.
-#include "model/gguf_convert.h"
+#include "formats/convert/gguf_convert.h"
 
 #include <cmath>
 #include <filesystem>
@@ -9,10 +9,11 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
-#include "gguf/gguf_writer.h"
-#include "gguf/hf_view.h"
+#include "formats/checkpoint.h"
+#include "formats/gguf_writer.h"
+#include "formats/hf_view.h"
 #include "model/config.h"
-#include "model/safetensors.h"
+#include "formats/safetensors.h"
 #include "ops/ops.h"
 
 namespace mmx {
@@ -123,8 +124,9 @@ DType gguf_tensor_type(GgufTarget t, const std::string& name, int layer, int n_l
 
 ConvertStats convert_to_gguf(const std::string& hf_dir, const std::string& out_path, GgufTarget target,
                              const std::function<void(uint64_t, uint64_t)>& progress) {
-  if (gguf::is_gguf(hf_dir)) fail("'{}' is already a GGUF file; convert takes a Hugging Face checkpoint directory", hf_dir);
-  const ModelConfig cfg = load_config(hf_dir);
+  const Checkpoint ck = open_checkpoint(hf_dir);
+  if (ck.is_gguf()) fail("'{}' is already a GGUF file; convert takes a Hugging Face checkpoint directory", hf_dir);
+  const ModelConfig cfg = load_config(ck);
   const json config = read_json(fs::path(hf_dir) / "config.json", true);
   const json tokenizer = read_json(fs::path(hf_dir) / "tokenizer.json", true);
   json tc = read_json(fs::path(hf_dir) / "tokenizer_config.json", false);
@@ -134,7 +136,7 @@ ConvertStats convert_to_gguf(const std::string& hf_dir, const std::string& out_p
     ss << f.rdbuf();
     tc["chat_template"] = ss.str();
   }
-  const TensorStore st = TensorStore::open(hf_dir);
+  const TensorStore st = ck.tensors();
 
   gguf::Writer w(out_path);
   gguf::set_model_metadata(w, config, fs::path(hf_dir).filename().string(), file_type_code(target));

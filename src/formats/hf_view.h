@@ -7,8 +7,11 @@
 // other architecture is refused by name. Keys with a real effect that we do not model (rope
 // scaling, sliding window) are refused, never ignored.
 //
-// The converter (tools/mmx/cmd_convert.cpp) writes the same keys from an HF checkpoint with
-// the inverse functions here, so a file we write reads back to the config we started from.
+// The converter (formats/convert/gguf_convert.cpp) writes the same keys from an HF checkpoint
+// with the inverse functions here, so a file we write reads back to the config we started from.
+//
+// Not here: parsing the bytes (formats/gguf.h), deciding that a path is a GGUF file and handing
+// these views to the loaders (formats/checkpoint.h), the quantizers (ops/).
 #pragma once
 
 #include <string>
@@ -16,7 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "gguf/gguf.h"
+#include "formats/gguf.h"
 
 namespace mmx::gguf {
 

@@ -1,5 +1,6 @@
 // SafetensorsWriter: writes one safetensors file (tiny checkpoints, training checkpoints,
-// conversions). The reader is safetensors.h.
+// conversions). The reader is safetensors.h. Not here: sharding (one file per writer), the
+// checkpoint's JSON files (their writers write them as text).
 #pragma once
 
 #include <cstddef>

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "model/config_parse.h"
+#include "model/schema.h"
 
 namespace mmx {
 
@@ -176,7 +177,11 @@ ModelConfig parse_config(const std::string& text, const std::string& where) {
 
 ModelConfig load_config(const std::string& dir) {
   if (gguf::is_gguf(dir))  // the config a GGUF file stands for (gguf/hf_view.h)
-    return parse_config(gguf::hf_config(*gguf::File::open(dir)).dump(), dir);
+    return parse_config(gguf::hf_config(*gguf::File::open(dir),
+                                        {gguf_tensor_name(Family::kMiniMaxM2, TensorRole::kEmbed),
+                                         gguf_tensor_name(Family::kMiniMaxM2, TensorRole::kLmHead)})
+                            .dump(),
+                        dir);
   const std::string path = dir + "/config.json";
   std::ifstream f(path);
   if (!f) fail("cannot open {}: is {} a Hugging Face checkpoint directory?", path, dir);

@@ -53,8 +53,8 @@ const gguf::File& Checkpoint::gguf_file() const {
 
 std::string Checkpoint::config_where() const { return is_gguf_ ? path_ : path_ + "/config.json"; }
 
-std::string Checkpoint::config_text() const {
-  if (is_gguf_) return gguf::hf_config(gguf_file()).dump();  // formats/hf_view.h
+std::string Checkpoint::config_text(const gguf::ModelTensorNames& gguf_names) const {
+  if (is_gguf_) return gguf::hf_config(gguf_file(), gguf_names).dump();  // formats/hf_view.h
   const std::string path = config_where();
   std::ifstream f(path);
   if (!f) fail("cannot open {}: is {} a Hugging Face checkpoint directory?", path, path_);

@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "formats/generation_config.h"
+#include "formats/hf_view.h"
 #include "formats/safetensors.h"
 
 namespace mmx {
@@ -52,8 +53,10 @@ class Checkpoint {
   bool is_gguf() const { return is_gguf_; }
 
   // config.json's text and the name parse errors carry (PATH/config.json, or the GGUF file and
-  // the config it stands for). Throws mmx::Error when the directory has no config.json.
-  std::string config_text() const;
+  // the config it stands for). gguf_names: the GGUF tensors whose shapes a GGUF file's config is
+  // read from, named by the caller's checkpoint schema (model/schema.h; unused for safetensors).
+  // Throws mmx::Error when the directory has no config.json.
+  std::string config_text(const gguf::ModelTensorNames& gguf_names) const;
   std::string config_where() const;
 
   // True when tokenizer() has something to read: a GGUF file, or PATH/tokenizer.json exists.

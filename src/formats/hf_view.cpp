@@ -2,7 +2,6 @@
 // types are llama.cpp's (gguf-py constants, llama-arch.cpp); the mapping code is ours.
 #include "formats/hf_view.h"
 
-#include <regex>
 #include <set>
 
 #include "base/error.h"
@@ -23,25 +22,6 @@ namespace {
 constexpr int kTokNormal = 1, kTokControl = 3, kTokUserDefined = 4, kTokUnused = 5;
 constexpr uint32_t kGatingSoftmax = 1, kGatingSigmoid = 2;
 
-// HF per-layer suffix <-> GGUF per-layer suffix.
-constexpr std::pair<const char*, const char*> kLayerNames[] = {
-    {"input_layernorm.weight", "attn_norm.weight"},
-    {"self_attn.q_proj.weight", "attn_q.weight"},
-    {"self_attn.k_proj.weight", "attn_k.weight"},
-    {"self_attn.v_proj.weight", "attn_v.weight"},
-    {"self_attn.o_proj.weight", "attn_output.weight"},
-    {"self_attn.q_norm.weight", "attn_q_norm.weight"},
-    {"self_attn.k_norm.weight", "attn_k_norm.weight"},
-    {"post_attention_layernorm.weight", "ffn_norm.weight"},
-    {"block_sparse_moe.gate.weight", "ffn_gate_inp.weight"},
-    {"block_sparse_moe.e_score_correction_bias", "exp_probs_b.bias"},
-};
-constexpr std::pair<const char*, const char*> kExpertNames[] = {
-    {"w1.weight", "ffn_gate_exps.weight"},
-    {"w3.weight", "ffn_up_exps.weight"},
-    {"w2.weight", "ffn_down_exps.weight"},
-};
-
 std::string arch_of(const File& f) {
   const std::string arch = f.get_string("general.architecture");
   if (arch != kArchM2)
@@ -59,46 +39,9 @@ const TensorInfo* find_tensor(const File& f, const std::string& name) {
 
 }  // namespace
 
-bool gguf_name_of(const std::string& hf, GgufName* out) {
-  static const std::regex kLayer(R"(model\.layers\.(\d+)\.(.+))");
-  static const std::regex kExpert(R"(block_sparse_moe\.experts\.(\d+)\.(.+))");
-  if (hf == "model.embed_tokens.weight") return *out = {"token_embd.weight", -1}, true;
-  if (hf == "model.norm.weight") return *out = {"output_norm.weight", -1}, true;
-  if (hf == "lm_head.weight") return *out = {"output.weight", -1}, true;
-  std::smatch m;
-  if (!std::regex_match(hf, m, kLayer)) return false;
-  const std::string blk = "blk." + m[1].str() + ".";
-  const std::string rest = m[2].str();
-  for (const auto& [h, g] : kLayerNames)
-    if (rest == h) return *out = {blk + g, -1}, true;
-  std::smatch e;
-  if (!std::regex_match(rest, e, kExpert)) return false;
-  for (const auto& [h, g] : kExpertNames)
-    if (e[2].str() == h) return *out = {blk + g, std::stoi(e[1].str())}, true;
-  return false;
-}
-
-std::vector<TensorPlan> m2_tensor_plan(int n_layers, int n_experts, bool tied) {
-  std::vector<TensorPlan> plan;
-  plan.push_back({"token_embd.weight", {"model.embed_tokens.weight"}});
-  for (int l = 0; l < n_layers; ++l) {
-    const std::string hf = fmt::format("model.layers.{}.", l), blk = fmt::format("blk.{}.", l);
-    for (const auto& [h, g] : kLayerNames) plan.push_back({blk + g, {hf + h}, l});
-    for (const auto& [h, g] : kExpertNames) {
-      TensorPlan t{blk + g, {}, l};
-      for (int e = 0; e < n_experts; ++e)
-        t.hf.push_back(fmt::format("{}block_sparse_moe.experts.{}.{}", hf, e, h));
-      plan.push_back(std::move(t));
-    }
-  }
-  plan.push_back({"output_norm.weight", {"model.norm.weight"}});
-  if (!tied) plan.push_back({"output.weight", {"lm_head.weight"}});
-  return plan;
-}
-
 // ---- GGUF -> HF ----
 
-json hf_config(const File& f) {
+json hf_config(const File& f, const ModelTensorNames& names) {
   const std::string p = arch_of(f) + ".";
   // Keys with an effect we do not model are refused, not dropped.
   if (f.get_string(p + "rope.scaling.type", "none") != "none")
@@ -107,8 +50,8 @@ json hf_config(const File& f) {
   if (f.has(p + "attention.sliding_window"))
     fail("GGUF file '{}': {}attention.sliding_window is set; MiniMax-M2 has no sliding window and mmx "
          "does not run one", f.path(), p);
-  const TensorInfo* embd = find_tensor(f, "token_embd.weight");
-  if (!embd) fail("GGUF file '{}': missing tensor 'token_embd.weight'", f.path());
+  const TensorInfo* embd = find_tensor(f, names.embedding);
+  if (!embd) fail("GGUF file '{}': missing tensor '{}'", f.path(), names.embedding);
   const int64_t d = f.get_int(p + "embedding_length"), heads = f.get_int(p + "attention.head_count");
   if (heads <= 0 || d <= 0) fail("GGUF file '{}': embedding_length {} / head_count {}", f.path(), d, heads);
   const int64_t head_dim = f.get_int(p + "attention.key_length", d / heads);
@@ -144,7 +87,7 @@ json hf_config(const File& f) {
       {"use_qk_norm", true},  // llama.cpp's minimax-m2 graph always applies it, per layer
       {"qk_norm_type", "per_layer"},
       {"use_routing_bias", true},  // exp_probs_b is a required tensor there
-      {"tie_word_embeddings", find_tensor(f, "output.weight") == nullptr},
+      {"tie_word_embeddings", find_tensor(f, names.output) == nullptr},
   };
   if (f.has("tokenizer.ggml.bos_token_id")) c["bos_token_id"] = f.get_int("tokenizer.ggml.bos_token_id");
   if (f.has("tokenizer.ggml.eos_token_id")) c["eos_token_id"] = f.get_int("tokenizer.ggml.eos_token_id");

@@ -1,6 +1,7 @@
 // A GGUF file seen as a Hugging Face checkpoint: the config.json, tokenizer.json and
-// tokenizer_config.json it stands for, and the HF <-> GGUF tensor-name map — so one loading
-// path (config parser, weight loader, tokenizer, chat template) serves both formats.
+// tokenizer_config.json it stands for — so one loading path (config parser, weight loader,
+// tokenizer, chat template) serves both formats. The HF <-> GGUF tensor-name map is the
+// checkpoint schema's (model/schema.h).
 //
 // Architecture: `minimax-m2` as llama.cpp writes it (spec §4.3; metadata keys `minimax-m2.*`,
 // tokenizer `gpt2` with pre-tokenizer `minimax-m2`, whose split regex is spec §6.1's). Every
@@ -27,24 +28,14 @@ inline constexpr char kArchM2[] = "minimax-m2";
 // The pre-tokenizer split regex of the MiniMax M2 tokenizer.json (spec §6.1).
 extern const char* const kMiniMaxM2SplitRegex;
 
-// HF tensor name -> its GGUF tensor; expert >= 0 when the HF tensor is expert `expert` of a
-// stacked [n_expert, ...] GGUF tensor. Returns false for a name with no GGUF twin.
-struct GgufName {
-  std::string name;
-  int expert = -1;
+// The tensors hf_config() reads shapes from, by their GGUF names (the caller's checkpoint schema,
+// model/schema.h, names them: this view knows bytes and metadata, not tensor names).
+struct ModelTensorNames {
+  std::string embedding;  // [vocab, d]: the vocabulary size
+  std::string output;     // absent: tied embeddings
 };
-bool gguf_name_of(const std::string& hf_name, GgufName* out);
 
-// The GGUF tensors of a minimax-m2 model in file order (llama.cpp's), each with its HF source
-// tensors: one, or the n_experts experts stacked on a new outer dim. `tied`: no output.weight.
-struct TensorPlan {
-  std::string gguf;
-  std::vector<std::string> hf;
-  int layer = -1;  // blk index, -1 for token_embd / output_norm / output
-};
-std::vector<TensorPlan> m2_tensor_plan(int n_layers, int n_experts, bool tied);
-
-nlohmann::json hf_config(const File& f);            // config.json of the model the file holds
+nlohmann::json hf_config(const File& f, const ModelTensorNames& t);  // config.json of the model the file holds
 nlohmann::json hf_tokenizer(const File& f);         // tokenizer.json (byte-level BPE)
 nlohmann::json hf_tokenizer_config(const File& f);  // bos/eos/pad tokens, chat_template
 

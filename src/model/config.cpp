@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "model/config_parse.h"
+#include "model/schema.h"
 
 namespace mmx {
 
@@ -171,7 +172,12 @@ ModelConfig parse_config(const std::string& text, const std::string& where) {
   return c;
 }
 
-ModelConfig load_config(const Checkpoint& ck) { return parse_config(ck.config_text(), ck.config_where()); }
+ModelConfig load_config(const Checkpoint& ck) {
+  // A GGUF file's config is read from its metadata and two tensors' shapes, named by the schema.
+  const gguf::ModelTensorNames names{gguf_tensor_name(Family::kMiniMaxM2, TensorRole::kEmbed),
+                                     gguf_tensor_name(Family::kMiniMaxM2, TensorRole::kLmHead)};
+  return parse_config(ck.config_text(names), ck.config_where());
+}
 
 ModelConfig load_config(const std::string& dir) { return load_config(open_checkpoint(dir)); }
 

@@ -1,5 +1,6 @@
-// Loading MiniMax-M2 (spec §4.3), Text-01/M1 (spec §3.2) and M3 (spec §5.3) weights by their
-// Hugging Face names, with shape/dtype checks. Gemma (1 + w) norm gains are folded here.
+// Loading MiniMax-M2 (spec §4.3), Text-01/M1 (spec §3.2) and M3 (spec §5.3) weights: every tensor
+// of the checkpoint schema (model/schema.h) by role, with shape/dtype checks. Gemma (1 + w) norm
+// gains are folded here.
 #include "model/weights.h"
 
 #include <fmt/format.h>
@@ -9,6 +10,7 @@
 
 #include "base/error.h"
 #include "formats/hf_view.h"
+#include "model/schema.h"
 
 namespace mmx {
 
@@ -21,9 +23,12 @@ class Loader {
   Loader(const TensorStore& store, const ModelConfig& cfg, std::vector<Buffer>& copies)
       : store_(store), cfg_(cfg), copies_(copies) {}
 
-  // The tensor `name` (an HF name), checked to have `shape`.
+  // The tensor of `spec` (its HF name), checked to have `shape`.
+  Tensor get(const TensorSpec& spec, const std::vector<int64_t>& shape) const {
+    if (store_.gguf()) return get_gguf(spec, shape);
+    return get(spec.name, shape);
+  }
   Tensor get(const std::string& name, const std::vector<int64_t>& shape) const {
-    if (store_.gguf()) return get_gguf(name, shape);
     if (!store_.has(name))
       fail("missing tensor \"{}\" (expected shape {}); the checkpoint does not match config.json",
            name, shape_str(shape));
@@ -47,54 +52,51 @@ class Loader {
     return t;
   }
 
-  // The GGUF twin of HF tensor `name` (formats/hf_view.h); an expert is a slice of its layer's
-  // stacked [n_experts, ...] tensor. GGUF data is aligned, so views never need a copy.
-  Tensor get_gguf(const std::string& name, const std::vector<int64_t>& shape) const {
+  // The GGUF twin of `spec` (model/schema.h); an expert is a slice of its layer's stacked
+  // [n_experts, ...] tensor. GGUF data is aligned, so views never need a copy.
+  Tensor get_gguf(const TensorSpec& spec, const std::vector<int64_t>& shape) const {
     const std::string& file = store_.gguf()->path();
-    gguf::GgufName g;
-    if (!gguf::gguf_name_of(name, &g))
-      fail("GGUF file '{}': the model needs \"{}\", which has no minimax-m2 GGUF name", file, name);
+    const std::string& g = spec.gguf_name;
+    if (g.empty())
+      fail("GGUF file '{}': the model needs \"{}\", which has no minimax-m2 GGUF name", file, spec.name);
     std::vector<int64_t> want = shape;
-    if (g.expert >= 0) want.insert(want.begin(), cfg_.n_experts);
-    if (!store_.has(g.name))
+    if (spec.gguf_expert >= 0) want.insert(want.begin(), cfg_.n_experts);
+    if (!store_.has(g))
       fail("GGUF file '{}': missing tensor '{}' (expected shape {}); the file does not hold the "
-           "model its metadata describes", file, g.name, shape_str(want));
-    const TensorInfo& info = store_.info(g.name);
+           "model its metadata describes", file, g, shape_str(want));
+    const TensorInfo& info = store_.info(g);
     if (info.shape != want)
-      fail("GGUF file '{}': tensor '{}' has shape {}, but the metadata implies {}", file, g.name,
+      fail("GGUF file '{}': tensor '{}' has shape {}, but the metadata implies {}", file, g,
            shape_str(info.shape), shape_str(want));
-    Tensor t = store_.tensor(g.name);
-    return g.expert >= 0 ? t.slice0(g.expert) : t;
+    Tensor t = store_.tensor(g);
+    return spec.gguf_expert >= 0 ? t.slice0(spec.gguf_expert) : t;
   }
 
   // A norm gain as F32; Gemma-style (1 + w) offsets are folded in (spec §2).
-  Buffer norm(const std::string& name, int64_t n) const {
-    Buffer b = get_f32(name, n);
+  Buffer norm(const TensorSpec& s) const {
+    Buffer b = get_f32(s);
     if (cfg_.gemma_norm)
-      for (int64_t i = 0; i < n; ++i) b.f32()[i] += 1.0f;
+      for (int64_t i = 0; i < b.t().numel(); ++i) b.f32()[i] += 1.0f;
     return b;
   }
 
   // A small tensor (norm gain, router, bias) converted to F32.
-  Buffer get_f32(const std::string& name, int64_t n) const {
-    Tensor t = get(name, {n});
-    check_float(name, t, /*allow_fp8=*/false);
-    Buffer b(DType::kF32, {n});
-    ops::to_f32(t, b.t());
-    return b;
-  }
-  Buffer get_f32_2d(const std::string& name, int64_t rows, int64_t cols) const {
-    Tensor t = get(name, {rows, cols});
-    check_float(name, t, false);
-    Buffer b(DType::kF32, {rows, cols});
+  Buffer get_f32(const TensorSpec& s) const {
+    Tensor t = get(s, s.shape);
+    check_float(s.name, t, /*allow_fp8=*/false);
+    MMX_CHECK(s.shape.size() == 1 || s.shape.size() == 2, "{}: rank {}", s.name, s.shape.size());
+    Buffer b = s.shape.size() == 1 ? Buffer(DType::kF32, {s.shape[0]}) : Buffer(DType::kF32, {s.shape[0], s.shape[1]});
     ops::to_f32(t, b.t());
     return b;
   }
 
   // A linear weight [n_out, n_in]; F8E4M3 needs its `<name>_scale_inv` block scales.
-  ops::Linear linear(const std::string& name, int64_t n_out, int64_t n_in) const {
+  ops::Linear linear(const TensorSpec& s) const {
+    MMX_CHECK(s.shape.size() == 2, "{} is not a matrix", s.name);
+    const std::string& name = s.name;
+    const int64_t n_out = s.shape[0], n_in = s.shape[1];
     ops::Linear l;
-    l.w = get(name, {n_out, n_in});
+    l.w = get(s, s.shape);
     check_float(name, l.w, /*allow_fp8=*/true);
     if (l.w.dtype == DType::kF8E4M3) {
       if (!cfg_.fp8.enabled)
@@ -156,76 +158,58 @@ ModelWeights load_weights(const std::string& dir, const ModelConfig& cfg,
   ModelWeights mw(TensorStore::open(dir));
   if (huge_pages) mw.store.to_huge_pages();
   const Loader ld(mw.store, cfg, mw.copies);
-  const int64_t d = cfg.d_model, qd = cfg.q_dim(), kvd = cfg.kv_dim(), f = cfg.ffn_dim;
-  const std::string& pre = cfg.tensor_prefix;  // "language_model." for M3, else ""
-
-  mw.embed = ld.get(pre + "model.embed_tokens.weight", {cfg.vocab_size, d});
-  if (mw.embed.dtype == DType::kF8E4M3 || mw.embed.dtype == DType::kI32 || mw.embed.dtype == DType::kI64 ||
-      mw.embed.dtype == DType::kU8)
-    fail("model.embed_tokens.weight has dtype {}, expected F32, F16 or BF16", dtype_name(mw.embed.dtype));
   mw.layers.resize(cfg.n_layers);
-  for (int il = 0; il < cfg.n_layers; ++il) {
-    const std::string p = fmt::format("{}model.layers.{}.", pre, il);
-    LayerWeights& lw = mw.layers[il];
-    lw.attn_norm = ld.norm(p + "input_layernorm.weight", d);
-    lw.ffn_norm = ld.norm(p + "post_attention_layernorm.weight", d);
-    if (cfg.layer_kinds[il] == LayerKind::kLightning) {
-      LightningWeights& a = lw.lin;
-      a.qkv = ld.linear(p + "self_attn.qkv_proj.weight", 3 * qd, d);
-      a.gate = ld.linear(p + "self_attn.output_gate.weight", qd, d);
-      a.out = ld.linear(p + "self_attn.out_proj.weight", d, qd);
-      a.norm = ld.get_f32(p + "self_attn.norm.weight", qd);
-    } else {
-      AttentionWeights& a = lw.attn;
-      a.q = ld.linear(p + "self_attn.q_proj.weight", qd, d);
-      a.k = ld.linear(p + "self_attn.k_proj.weight", kvd, d);
-      a.v = ld.linear(p + "self_attn.v_proj.weight", kvd, d);
-      a.o = ld.linear(p + "self_attn.o_proj.weight", d, qd);
-      if (cfg.use_qk_norm) {
-        a.q_norm = ld.norm(p + "self_attn.q_norm.weight", cfg.qk_norm_per_head ? cfg.head_dim : qd);
-        a.k_norm = ld.norm(p + "self_attn.k_norm.weight", cfg.qk_norm_per_head ? cfg.head_dim : kvd);
+  const std::vector<TensorSpec> schema = checkpoint_schema(cfg);
+  for (size_t i = 0; i < schema.size(); ++i) {
+    const TensorSpec& s = schema[i];
+    const std::vector<int64_t>& sh = s.shape;
+    LayerWeights* lw = s.layer >= 0 ? &mw.layers[size_t(s.layer)] : nullptr;
+    if (s.expert >= 0 && lw->moe.experts.empty()) lw->moe.experts.resize(size_t(cfg.n_experts));
+    switch (s.role) {
+      case TensorRole::kEmbed: {
+        mw.embed = ld.get(s, sh);
+        const DType t = mw.embed.dtype;
+        if (t == DType::kF8E4M3 || t == DType::kI32 || t == DType::kI64 || t == DType::kU8)
+          fail("{} has dtype {}, expected F32, F16 or BF16", s.name, dtype_name(t));
+        break;
       }
-      if (cfg.layer_kinds[il] == LayerKind::kSparse) {
-        const int64_t di = cfg.msa.index_dim;
-        a.iq = ld.linear(p + "self_attn.index_q_proj.weight", cfg.msa.index_heads * di, d);
-        a.ik = ld.linear(p + "self_attn.index_k_proj.weight", di, d);
-        a.iq_norm = ld.norm(p + "self_attn.index_q_norm.weight", di);
-        a.ik_norm = ld.norm(p + "self_attn.index_k_norm.weight", di);
-      }
+      case TensorRole::kAttnNorm: lw->attn_norm = ld.norm(s); break;
+      case TensorRole::kFfnNorm: lw->ffn_norm = ld.norm(s); break;
+      case TensorRole::kQ: lw->attn.q = ld.linear(s); break;
+      case TensorRole::kK: lw->attn.k = ld.linear(s); break;
+      case TensorRole::kV: lw->attn.v = ld.linear(s); break;
+      case TensorRole::kO: lw->attn.o = ld.linear(s); break;
+      case TensorRole::kQNorm: lw->attn.q_norm = ld.norm(s); break;
+      case TensorRole::kKNorm: lw->attn.k_norm = ld.norm(s); break;
+      case TensorRole::kIndexQ: lw->attn.iq = ld.linear(s); break;
+      case TensorRole::kIndexK: lw->attn.ik = ld.linear(s); break;
+      case TensorRole::kIndexQNorm: lw->attn.iq_norm = ld.norm(s); break;
+      case TensorRole::kIndexKNorm: lw->attn.ik_norm = ld.norm(s); break;
+      case TensorRole::kLinQkv: lw->lin.qkv = ld.linear(s); break;
+      case TensorRole::kLinGate: lw->lin.gate = ld.linear(s); break;
+      case TensorRole::kLinNorm: lw->lin.norm = ld.get_f32(s); break;  // no Gemma offset (spec §3.2)
+      case TensorRole::kLinOut: lw->lin.out = ld.linear(s); break;
+      case TensorRole::kMlpGate: lw->mlp.gate = ld.linear(s); break;
+      case TensorRole::kMlpUp: lw->mlp.up = ld.linear(s); break;
+      case TensorRole::kMlpDown: lw->mlp.down = ld.linear(s); break;
+      case TensorRole::kRouter:
+        lw->moe.gate_f32 = ld.get_f32(s);
+        lw->moe.gate.w = lw->moe.gate_f32.t();
+        break;
+      case TensorRole::kRouterBias: lw->moe.bias = ld.get_f32(s); break;
+      case TensorRole::kExpertGate: lw->moe.experts[size_t(s.expert)].w1 = ld.linear(s); break;
+      case TensorRole::kExpertDown: lw->moe.experts[size_t(s.expert)].w2 = ld.linear(s); break;
+      case TensorRole::kExpertUp: lw->moe.experts[size_t(s.expert)].w3 = ld.linear(s); break;
+      case TensorRole::kSharedGate: lw->moe.shared.gate = ld.linear(s); break;
+      case TensorRole::kSharedUp: lw->moe.shared.up = ld.linear(s); break;
+      case TensorRole::kSharedDown: lw->moe.shared.down = ld.linear(s); break;
+      case TensorRole::kFinalNorm: mw.final_norm = ld.norm(s); break;
+      case TensorRole::kLmHead: mw.lm_head = ld.linear(s); break;
     }
-    if (!cfg.is_moe_layer(il)) {
-      lw.mlp.gate = ld.linear(p + "mlp.gate_proj.weight", cfg.dense_ffn_dim, d);
-      lw.mlp.up = ld.linear(p + "mlp.up_proj.weight", cfg.dense_ffn_dim, d);
-      lw.mlp.down = ld.linear(p + "mlp.down_proj.weight", d, cfg.dense_ffn_dim);
-      if (progress) progress(il + 1, cfg.n_layers);
-      continue;
-    }
-    MoeWeights& m = lw.moe;
-    const std::string mp = p + "block_sparse_moe.";
-    m.gate_f32 = ld.get_f32_2d(mp + "gate.weight", cfg.n_experts, d);
-    m.gate.w = m.gate_f32.t();
-    if (cfg.use_routing_bias) m.bias = ld.get_f32(mp + "e_score_correction_bias", cfg.n_experts);
-    m.experts.resize(cfg.n_experts);
-    for (int e = 0; e < cfg.n_experts; ++e) {
-      const std::string ep = fmt::format("{}experts.{}.", mp, e);
-      m.experts[e].w1 = ld.linear(ep + "w1.weight", f, d);
-      m.experts[e].w3 = ld.linear(ep + "w3.weight", f, d);
-      m.experts[e].w2 = ld.linear(ep + "w2.weight", d, f);
-    }
-    if (cfg.shared_ffn_dim > 0) {
-      const std::string sp = mp + "shared_experts.";
-      m.shared.gate = ld.linear(sp + "gate_proj.weight", cfg.shared_ffn_dim, d);
-      m.shared.up = ld.linear(sp + "up_proj.weight", cfg.shared_ffn_dim, d);
-      m.shared.down = ld.linear(sp + "down_proj.weight", d, cfg.shared_ffn_dim);
-    }
-    if (progress) progress(il + 1, cfg.n_layers);
+    const bool layer_done = s.layer >= 0 && (i + 1 == schema.size() || schema[i + 1].layer != s.layer);
+    if (progress && layer_done) progress(s.layer + 1, cfg.n_layers);
   }
-  mw.final_norm = ld.norm(pre + "model.norm.weight", d);
-  if (cfg.tie_word_embeddings) {
-    mw.lm_head.w = mw.embed;
-  } else {
-    mw.lm_head = ld.linear(pre + "lm_head.weight", cfg.vocab_size, d);
-  }
+  if (cfg.tie_word_embeddings) mw.lm_head.w = mw.embed;
   return mw;
 }
 

@@ -1,4 +1,4 @@
-// ModelWeights: the checkpoint's tensors, checked against the config and mapped to internal names.
+// ModelWeights: the checkpoint's tensors (model/schema.h), checked against the config, by role.
 //
 // Large weights (projections, experts, embedding, lm_head) are views into the mmapped
 // safetensors files in their storage dtype; small ones (norm gains, router, routing bias) are
@@ -23,24 +23,24 @@ struct AttentionWeights {
   Buffer q_norm;  // [q_dim] F32, or [head_dim] when per-head (M3); empty if !use_qk_norm
   Buffer k_norm;  // [kv_dim] F32, or [head_dim] when per-head
   // MSA index branch (M3 sparse layers only)
-  ops::Linear iq;   // [index_heads * index_dim, d_model] index_q_proj
-  ops::Linear ik;   // [index_dim, d_model] index_k_proj (one key shared by the index heads)
+  ops::Linear iq;   // [index_heads * index_dim, d_model]
+  ops::Linear ik;   // [index_dim, d_model] (one key shared by the index heads)
   Buffer iq_norm;   // [index_dim] F32 (Gemma offset folded)
   Buffer ik_norm;   // [index_dim] F32
 };
 
 // A dense gated MLP: M3's first layers and its shared expert.
 struct MlpWeights {
-  ops::Linear gate;  // [ffn, d_model] gate_proj
-  ops::Linear up;    // [ffn, d_model] up_proj
-  ops::Linear down;  // [d_model, ffn] down_proj
+  ops::Linear gate;  // [ffn, d_model]
+  ops::Linear up;    // [ffn, d_model]
+  ops::Linear down;  // [d_model, ffn]
 };
 
 // Lightning attention (Text-01 / M1, spec §3.2): fused per-head interleaved q|k|v projection.
 struct LightningWeights {
   ops::Linear qkv;   // [3 * q_dim, d_model], rows of head h: [q (head_dim) | k | v]
-  ops::Linear gate;  // [q_dim, d_model] output_gate
-  ops::Linear out;   // [d_model, q_dim] out_proj
+  ops::Linear gate;  // [q_dim, d_model] output gate
+  ops::Linear out;   // [d_model, q_dim]
   Buffer norm;       // [q_dim] F32 inner RMSNorm over all heads jointly
 };
 
@@ -53,14 +53,14 @@ struct ExpertWeights {
 struct MoeWeights {
   Buffer gate_f32;    // [n_experts, d_model] F32 router weight
   ops::Linear gate;   // view of gate_f32
-  Buffer bias;        // [n_experts] F32 e_score_correction_bias (empty if unused)
+  Buffer bias;        // [n_experts] F32 routing bias (empty if unused)
   std::vector<ExpertWeights> experts;  // [n_experts]
   MlpWeights shared;  // shared expert (M3; empty Linear weights when absent)
 };
 
 struct LayerWeights {
-  Buffer attn_norm;  // [d_model] F32 input_layernorm
-  Buffer ffn_norm;   // [d_model] F32 post_attention_layernorm
+  Buffer attn_norm;  // [d_model] F32 gain before attention
+  Buffer ffn_norm;   // [d_model] F32 gain before the MoE / MLP
   AttentionWeights attn;  // softmax layers
   LightningWeights lin;   // lightning layers
   MoeWeights moe;         // MoE layers
@@ -86,7 +86,7 @@ ModelWeights load_weights(const std::string& dir, const ModelConfig& cfg,
 
 // Parameter counts implied by the config (no weights needed).
 struct ParamCounts {
-  int64_t embedding = 0;   // embed_tokens
+  int64_t embedding = 0;   // token embedding
   int64_t lm_head = 0;     // 0 when tied
   int64_t attention = 0;   // all layers: q/k/v/o + q/k norms; lightning qkv/gate/out/norm
   int64_t norms = 0;       // input/post-attention layernorms + final norm

@@ -1,8 +1,8 @@
 // ParamSet: every tensor of a checkpoint as one flat master-weight buffer, with gradients beside it.
 //
-// Names and shapes are the checkpoint's own (HF layout, spec §4.3 for M2), listed once per family
-// by param_layout(); the training graph takes views by name, the optimizer walks the flat buffer,
-// and save_checkpoint() writes them back under the same names, so `mmx generate`, `mmx serve` and
+// Names and shapes are the checkpoint's own (HF layout, spec §4.3 for M2), from the checkpoint
+// schema (model/schema.h) via param_layout(); the training graph takes views by name, the
+// optimizer walks the flat buffer, and save_checkpoint() writes them back under the same names, so `mmx generate`, `mmx serve` and
 // the numpy references load a trained model unchanged. T = float (training) or double (gradient
 // checks).
 //
@@ -15,20 +15,14 @@
 
 #include "base/dtype.h"
 #include "model/config.h"
+#include "model/schema.h"
 
 namespace mmx::train {
 
-// How init_params() fills a tensor when training from scratch.
-enum class Init : uint8_t {
-  kFanIn,      // N(0, 1/fan_in): input-side matrices
-  kResidual,   // N(0, 1/fan_in) / sqrt(2·n_layers): matrices that write the residual stream (GPT-2)
-  kEmbedding,  // N(0, 1)
-  kOnes,       // norm gains
-  kZeros,      // routing bias; Gemma-style gains stored as w with (1 + w) applied
-};
+// How init_params() fills a tensor when training from scratch: mmx::Init (model/schema.h).
 
 struct ParamInfo {
-  std::string name;            // HF tensor name, e.g. "model.layers.0.self_attn.q_proj.weight"
+  std::string name;            // checkpoint (HF) tensor name, TensorSpec::name
   std::vector<int64_t> shape;  // as in the checkpoint
   Init init = Init::kFanIn;
   bool decay = false;          // AdamW weight decay applies (matrices; not norms, not the bias)

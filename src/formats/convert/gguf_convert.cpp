@@ -14,6 +14,7 @@
 #include "formats/hf_view.h"
 #include "model/config.h"
 #include "formats/safetensors.h"
+#include "model/schema.h"
 #include "ops/ops.h"
 
 namespace mmx {
@@ -47,11 +48,6 @@ uint32_t file_type_code(GgufTarget t) {
 // llama.cpp's rule for the layers that get more bits in the _M mixes.
 bool use_more_bits(int layer, int n_layers) {
   return layer < n_layers / 8 || layer >= 7 * n_layers / 8 || (layer - n_layers / 8) % 3 == 2;
-}
-
-bool ends_with(const std::string& s, const char* suffix) {
-  const size_t n = std::strlen(suffix);
-  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
 }
 
 json read_json(const fs::path& p, bool required) {
@@ -98,9 +94,8 @@ const char* gguf_target_name(GgufTarget t) {
   return "?";
 }
 
-DType gguf_tensor_type(GgufTarget t, const std::string& name, int layer, int n_layers, int64_t n_in,
-                       int ndim) {
-  if (ndim == 1 || ends_with(name, "ffn_gate_inp.weight")) return DType::kF32;
+DType gguf_tensor_type(GgufTarget t, TensorRole role, int layer, int n_layers, int64_t n_in, int ndim) {
+  if (ndim == 1 || role == TensorRole::kRouter) return DType::kF32;
   DType d = DType::kF16;
   switch (t) {
     case GgufTarget::kF16: d = DType::kF16; break;
@@ -112,9 +107,8 @@ DType gguf_tensor_type(GgufTarget t, const std::string& name, int layer, int n_l
     case GgufTarget::kQ6_K: d = DType::kQ6_K; break;
     case GgufTarget::kQ4_K_M: {
       const bool more = layer >= 0 && use_more_bits(layer, n_layers) &&
-                        (ends_with(name, "attn_v.weight") || ends_with(name, "ffn_down_exps.weight") ||
-                         ends_with(name, "ffn_down.weight"));
-      d = name == "output.weight" || more ? DType::kQ6_K : DType::kQ4_K;
+                        (role == TensorRole::kV || role == TensorRole::kExpertDown || role == TensorRole::kMlpDown);
+      d = role == TensorRole::kLmHead || more ? DType::kQ6_K : DType::kQ4_K;
       break;
     }
   }
@@ -143,20 +137,21 @@ ConvertStats convert_to_gguf(const std::string& hf_dir, const std::string& out_p
   gguf::set_tokenizer_metadata(w, tokenizer, tc, cfg.vocab_size);
 
   struct Item {
-    gguf::TensorPlan plan;
+    GgufTensorPlan plan;
     std::vector<int64_t> shape;  // GGUF shape, outermost first
     DType type;
   };
   std::vector<Item> items;
   ConvertStats stats;
-  for (gguf::TensorPlan& p : gguf::m2_tensor_plan(cfg.n_layers, cfg.n_experts, /*tied=*/false)) {
-    if (p.gguf == "output.weight" && cfg.tie_word_embeddings) p.hf = {"model.embed_tokens.weight"};
+  ModelConfig untied = cfg;  // the plan always has an output tensor
+  untied.tie_word_embeddings = false;
+  for (GgufTensorPlan& p : gguf_tensor_plan(untied)) {
+    if (p.role == TensorRole::kLmHead && cfg.tie_word_embeddings) p.hf = {tensor_name(cfg, TensorRole::kEmbed)};
     for (const std::string& h : p.hf)
       if (!st.has(h)) fail("cannot convert: the checkpoint has no tensor '{}'", h);
     std::vector<int64_t> shape = st.info(p.hf[0]).shape;
-    if (p.hf.size() > 1 || p.gguf.find("_exps.") != std::string::npos)
-      shape.insert(shape.begin(), int64_t(p.hf.size()));
-    const DType type = gguf_tensor_type(target, p.gguf, p.layer, cfg.n_layers, shape.back(), int(shape.size()));
+    if (p.hf.size() > 1 || p.stacked) shape.insert(shape.begin(), int64_t(p.hf.size()));
+    const DType type = gguf_tensor_type(target, p.role, p.layer, cfg.n_layers, shape.back(), int(shape.size()));
     w.add_tensor(p.gguf, type, shape);
     items.push_back({std::move(p), std::move(shape), type});
   }

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "base/error.h"
+#include "model/schema.h"
 #include "ops/ops.h"
 
 namespace mmx {
@@ -95,9 +96,7 @@ std::unique_ptr<Model> load_model(const std::string& dir, void (*progress)(int, 
   if (opts.lm_head_dtype) reencode_lm_head(w, *opts.lm_head_dtype);
   if (cfg.family == Family::kMiniMaxM3) {  // the VL wrapper's non-text tensors (spec §5.9)
     int64_t n_vision = 0;
-    for (const auto& name : w.store.names())
-      n_vision += name.rfind("vision_tower.", 0) == 0 || name.rfind("multi_modal_projector.", 0) == 0 ||
-                  name.rfind("patch_merge_mlp.", 0) == 0 || name.rfind("language_model.model.mtp.", 0) == 0;
+    for (const auto& name : w.store.names()) n_vision += is_foreign_tensor(cfg, name);
     if (n_vision > 0)
       cfg.warnings.push_back(fmt::format("{}: {} vision-tower / projector / MTP tensors are not used (text "
                                          "backbone only)", dir, n_vision));

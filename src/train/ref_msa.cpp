@@ -25,19 +25,6 @@ bool allowed(const uint8_t* vis, const int32_t* sel, int64_t t, int g, int64_t i
 
 }  // namespace
 
-void rms_norm_heads_fwd(const double* x, const double* w, int64_t n, int n_heads, int64_t d, double eps, double* y,
-                        double* rstd) {
-  for (int64_t t = 0; t < n; ++t)
-    for (int h = 0; h < n_heads; ++h) {
-      const double* xv = x + (t * n_heads + h) * d;
-      double ss = 0;
-      for (int64_t c = 0; c < d; ++c) ss += xv[c] * xv[c];
-      const double r = 1.0 / std::sqrt(ss / double(d) + eps);
-      rstd[t * n_heads + h] = r;
-      for (int64_t c = 0; c < d; ++c) y[(t * n_heads + h) * d + c] = xv[c] * r * w[c];
-    }
-}
-
 // Per head vector: y_c = x_c r w_c => dx_c = dy_c w_c r − x_c r³/d Σ_e dy_e w_e x_e; dw_c += dy_c x_c r.
 void rms_norm_heads_bwd(const double* dy, const double* x, const double* w, const double* rstd, int64_t n,
                         int n_heads, int64_t d, double* dx, double* dw) {
@@ -52,14 +39,6 @@ void rms_norm_heads_bwd(const double* dy, const double* x, const double* w, cons
         if (dw) dw[c] += dy[o + c] * x[o + c] * r;
       }
     }
-}
-
-void swiglu_oai_fwd(const double* g, const double* u, int64_t n, double alpha, double limit, double* a) {
-  for (int64_t i = 0; i < n; ++i) {
-    const double gc = g[i] > limit ? limit : g[i];
-    const double uc = u[i] > limit ? limit : u[i] < -limit ? -limit : u[i];
-    a[i] = (uc + 1.0) * gc / (1.0 + std::exp(-alpha * gc));
-  }
 }
 
 // a = (u'+1) g' σ(α g'); d/dg' [g' σ(α g')] = σ + α g' σ (1 − σ); d/du' = g' σ.

@@ -11,6 +11,7 @@
 // the gradient of its input (h1 / h2) into dh_.
 #pragma once
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,16 @@ class GraphBase : public Graph<T> {
   // ---- helpers for the layers ----
   std::string lp(int il) const { return pre_ + "model.layers." + std::to_string(il) + "."; }
   int64_t rows() const { return b_.n_seqs * b_.seq_len; }
+  // The current batch's sizes (the shape comments' letters) and the attention scale 1/√hd.
+  struct Dims {
+    int64_t S, t, n, d, qd, kvd;
+    int H, KH, hd;
+    double scale;
+  };
+  Dims dims() const {
+    return {b_.n_seqs, b_.seq_len,    rows(),       c_.d_model,  c_.q_dim(), c_.kv_dim(),
+            c_.n_heads, c_.n_kv_heads, c_.head_dim, 1.0 / std::sqrt(double(c_.head_dim))};
+  }
   // Sequence s's visibility in the current batch.
   SeqVis vis_of(int64_t s) const;
   bool has_mask() const { return b_.visibility != nullptr || b_.parents != nullptr; }

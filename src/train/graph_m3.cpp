@@ -164,10 +164,9 @@ class M3Graph final : public GraphBase<T> {
   void attention_forward(int il, T* out) override {
     LayerActs<T>& L = acts_[size_t(il)];
     const T* h1 = blocks_[size_t(il)].h1.data();
-    const int64_t S = b_.n_seqs, t = b_.seq_len, n = S * t, d = c_.d_model, qd = c_.q_dim(), kvd = c_.kv_dim();
-    const int H = c_.n_heads, KH = c_.n_kv_heads, hd = c_.head_dim, G = c_.msa.index_heads, di = c_.msa.index_dim;
+    const auto [S, t, n, d, qd, kvd, H, KH, hd, scale] = this->dims();
+    const int G = c_.msa.index_heads, di = c_.msa.index_dim;
     const int B = c_.msa.block, K = c_.msa.topk;
-    const double scale = 1.0 / std::sqrt(double(hd));
     const std::string a = lp(il) + "self_attn.";
     linear_fwd<T>(h1, P_.p(a + "q_proj.weight"), n, d, qd, L.q_raw.data());
     linear_fwd<T>(h1, P_.p(a + "k_proj.weight"), n, d, kvd, L.k_raw.data());
@@ -264,10 +263,9 @@ class M3Graph final : public GraphBase<T> {
   void attention_backward(int il) override {
     LayerActs<T>& L = acts_[size_t(il)];
     const T* h1 = blocks_[size_t(il)].h1.data();
-    const int64_t S = b_.n_seqs, t = b_.seq_len, n = S * t, d = c_.d_model, qd = c_.q_dim(), kvd = c_.kv_dim();
-    const int H = c_.n_heads, KH = c_.n_kv_heads, hd = c_.head_dim, G = c_.msa.index_heads, di = c_.msa.index_dim;
+    const auto [S, t, n, d, qd, kvd, H, KH, hd, scale] = this->dims();
+    const int G = c_.msa.index_heads, di = c_.msa.index_dim;
     const int B = c_.msa.block, K = c_.msa.topk;
-    const double scale = 1.0 / std::sqrt(double(hd));
     const double wkl = b_.index_loss_weight;
     const std::string a = lp(il) + "self_attn.";
     std::fill(datt_.begin(), datt_.begin() + n * qd, T(0));

@@ -130,8 +130,7 @@ class MoeGraph final : public GraphBase<T> {
     LayerActs<T>& L = acts_[size_t(il)];
     const T* h1 = blocks_[size_t(il)].h1.data();
     const std::string p = lp(il);
-    const int64_t S = b_.n_seqs, t = b_.seq_len, n = S * t, d = c_.d_model, qd = c_.q_dim(), kvd = c_.kv_dim();
-    const int H = c_.n_heads, KH = c_.n_kv_heads, hd = c_.head_dim;
+    const auto [S, t, n, d, qd, kvd, H, KH, hd, scale] = this->dims();
     linear_fwd<T>(h1, P_.p(p + "self_attn.q_proj.weight"), n, d, qd, L.q_raw.data());
     linear_fwd<T>(h1, P_.p(p + "self_attn.k_proj.weight"), n, d, kvd, L.k_raw.data());
     linear_fwd<T>(h1, P_.p(p + "self_attn.v_proj.weight"), n, d, kvd, L.v.data());
@@ -144,7 +143,6 @@ class MoeGraph final : public GraphBase<T> {
     }
     rope<T>(L.q.data(), pos_.data(), n, H, hd, c_.rotary_dim, c_.rope_theta, false);
     rope<T>(L.k.data(), pos_.data(), n, KH, hd, c_.rotary_dim, c_.rope_theta, false);
-    const double scale = 1.0 / std::sqrt(double(hd));
     for (int64_t s = 0; s < S; ++s)
       attention_fwd<T>(L.q.data() + s * t * qd, L.k.data() + s * t * kvd, L.v.data() + s * t * kvd, vis_of(s), t, H,
                        KH, hd, scale, L.att.data() + s * t * qd, recompute_ ? nullptr : L.p.data() + s * H * t * t);
@@ -156,8 +154,7 @@ class MoeGraph final : public GraphBase<T> {
     LayerActs<T>& L = acts_[size_t(il)];
     const T* h1 = blocks_[size_t(il)].h1.data();
     const std::string p = lp(il) + "self_attn.";
-    const int64_t S = b_.n_seqs, t = b_.seq_len, n = S * t, d = c_.d_model, qd = c_.q_dim();
-    const int H = c_.n_heads, hd = c_.head_dim;
+    const auto [S, t, n, d, qd, kvd, H, KH, hd, scale] = this->dims();
     linear_fwd<T>(h1, P_.p(p + "qkv_proj.weight"), n, d, 3 * qd, L.qkv_raw.data());
     silu_fwd<T>(L.qkv_raw.data(), n * 3 * qd, L.qkv.data());
     const int64_t hs = H * lightning_n_blocks(t, lblock_) * hd * hd;  // one sequence's states
@@ -183,9 +180,7 @@ class MoeGraph final : public GraphBase<T> {
     LayerActs<T>& L = acts_[size_t(il)];
     const T* h1 = blocks_[size_t(il)].h1.data();
     const std::string p = lp(il);
-    const int64_t S = b_.n_seqs, t = b_.seq_len, n = S * t, d = c_.d_model, qd = c_.q_dim(), kvd = c_.kv_dim();
-    const int H = c_.n_heads, KH = c_.n_kv_heads, hd = c_.head_dim;
-    const double scale = 1.0 / std::sqrt(double(hd));
+    const auto [S, t, n, d, qd, kvd, H, KH, hd, scale] = this->dims();
     std::fill(datt_.begin(), datt_.begin() + n * qd, T(0));
     linear_bwd<T>(dbr_.data(), L.att.data(), P_.p(p + "self_attn.o_proj.weight"), n, qd, d, datt_.data(),
                   P_.g(p + "self_attn.o_proj.weight"));
@@ -224,8 +219,7 @@ class MoeGraph final : public GraphBase<T> {
     LayerActs<T>& L = acts_[size_t(il)];
     const T* h1 = blocks_[size_t(il)].h1.data();
     const std::string p = lp(il) + "self_attn.";
-    const int64_t S = b_.n_seqs, t = b_.seq_len, n = S * t, d = c_.d_model, qd = c_.q_dim();
-    const int H = c_.n_heads, hd = c_.head_dim;
+    const auto [S, t, n, d, qd, kvd, H, KH, hd, scale] = this->dims();
     T *dlag = datt_.data(), *dln = dg2_.data(), *dlg = dl3_.data(), *dlo = dl4_.data();
     for (T* v : {dlag, dln, dlg, dlo}) std::fill(v, v + n * qd, T(0));
     linear_bwd<T>(dbr_.data(), L.lag.data(), P_.p(p + "out_proj.weight"), n, qd, d, dlag, P_.g(p + "out_proj.weight"));

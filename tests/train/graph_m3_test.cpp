@@ -163,19 +163,15 @@ TEST(TrainGraphM3, TreeParentsEqualDenseMaskBitwise) {
   const int64_t B = 2, T = 13;
   for (uint64_t seed : {1, 2, 3, 4}) {
     SCOPED_TRACE(seed);
-    const std::vector<int32_t> tok = random_ids(B * T, cfg.vocab_size, 40 + seed);
-    const std::vector<int32_t> tgt = random_ids(B * T, cfg.vocab_size, 50 + seed);
-    const std::vector<int32_t> parents = testing_tree::random_parents(B, T, seed);
-    const std::vector<int32_t> pos = testing_tree::depths(parents, T);
-    const std::vector<uint8_t> dense = tree_to_dense(parents.data(), B, T);
+    const testing_tree::TreeBatch tb = testing_tree::random_tree_batch(B, T, cfg.vocab_size, seed);
     std::vector<std::vector<float>> grads;
     std::vector<double> losses, kls;
     for (bool tree : {false, true}) {
       ParamSet<float> P(param_layout(cfg));
       load_params(dir, P);
       auto g = make_graph<float>(cfg, P, B, T);
-      TrainBatch b{B, T, tok.data(), tgt.data(), pos.data(), tree ? nullptr : dense.data()};
-      b.parents = tree ? parents.data() : nullptr;
+      TrainBatch b{B, T, tb.tok.data(), tb.tgt.data(), tb.pos.data(), tree ? nullptr : tb.dense.data()};
+      b.parents = tree ? tb.parents.data() : nullptr;
       b.index_loss_weight = 0.5;
       P.zero_grad();
       losses.push_back(g->forward_backward(b, 1.0 / double(B * T)));

@@ -250,12 +250,8 @@ TEST(TrainGraph, TreeParentsEqualDenseMaskBitwise) {
     const int64_t B = 2, T = 11;
     for (uint64_t seed : {1, 2, 3, 4}) {
       SCOPED_TRACE(seed);
-      const std::vector<int32_t> tok = random_ids(B * T, cfg.vocab_size, 40 + seed);
-      const std::vector<int32_t> tgt = random_ids(B * T, cfg.vocab_size, 50 + seed);
-      const std::vector<int32_t> parents = testing_tree::random_parents(B, T, seed);
-      const std::vector<int32_t> pos = testing_tree::depths(parents, T);
-      const std::vector<uint8_t> dense = tree_to_dense(parents.data(), B, T);
-      EXPECT_EQ(dense_to_tree(dense.data(), B, T), parents);
+      const testing_tree::TreeBatch tb = testing_tree::random_tree_batch(B, T, cfg.vocab_size, seed);
+      EXPECT_EQ(dense_to_tree(tb.dense.data(), B, T), tb.parents);
       std::vector<std::vector<float>> grads;
       std::vector<double> losses;
       for (int rc : {0, 1})
@@ -263,8 +259,8 @@ TEST(TrainGraph, TreeParentsEqualDenseMaskBitwise) {
           ParamSet<float> P(param_layout(cfg));
           load_params(dir, P);
           auto g = make_graph<float>(cfg, P, B, T, GraphOptions{rc});
-          TrainBatch b{B, T, tok.data(), tgt.data(), pos.data(), tree ? nullptr : dense.data()};
-          b.parents = tree ? parents.data() : nullptr;
+          TrainBatch b{B, T, tb.tok.data(), tb.tgt.data(), tb.pos.data(), tree ? nullptr : tb.dense.data()};
+          b.parents = tree ? tb.parents.data() : nullptr;
           P.zero_grad();
           losses.push_back(g->forward_backward(b, 1.0 / double(B * T)));
           grads.push_back(P.grad);

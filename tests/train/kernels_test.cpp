@@ -327,6 +327,37 @@ TEST(TrainKernels, CrossEntropy) {
   }
 }
 
+// The weighted log-likelihood (train/loss.h): Σ w_t · CE_t and w_t · dCE_t row by row against
+// the ref cross-entropy of each row alone; log p(target) = −CE_t.
+TEST(TrainKernels, WeightedTokenNll) {
+  const int n = 5, vocab = 40;
+  const V logits = randn(static_cast<size_t>(n * vocab), 52, 3.0);
+  std::vector<int32_t> tg = {3, -1, 39, 0, 17};
+  const std::vector<double> w = {0.5, 2.0, -1.25, 0.0, 3.0};
+  const double scale = 0.25;
+  V dld(logits.size());
+  std::vector<double> logp(static_cast<size_t>(n));
+  const double lossd = token_nll<double>(logits.data(), tg.data(), w.data(), n, vocab, scale, dld.data(), logp.data());
+  std::vector<float> dlf(logits.size());
+  const double lossf = token_nll<float>(to_f(logits).data(), tg.data(), w.data(), n, vocab, scale, dlf.data());
+  double want = 0;
+  V dl(logits.size());
+  for (int t = 0; t < n; ++t) {
+    const double ce = ref::cross_entropy(logits.data() + t * vocab, tg.data() + t, 1, vocab, scale * w[size_t(t)],
+                                         dl.data() + t * vocab);
+    want += w[size_t(t)] * ce;
+    EXPECT_NEAR(logp[size_t(t)], -ce, 1e-12 * (1 + ce)) << t;
+  }
+  EXPECT_NEAR(lossd, want, 1e-12 * std::fabs(want));
+  EXPECT_NEAR(lossf, want, 1e-5 * std::fabs(want));
+  expect_close(dld, dl, kD, 0, "grad double");
+  expect_close(to_d(dlf), dl, kFr, 1e-8, "grad float");
+  // in place over the logits, as the graphs use it
+  V inplace = logits;
+  EXPECT_EQ(token_nll<double>(inplace.data(), tg.data(), w.data(), n, vocab, scale, inplace.data()), lossd);
+  EXPECT_EQ(0, std::memcmp(inplace.data(), dld.data(), dld.size() * sizeof(double)));
+}
+
 // ---- thread-count invariance ----
 
 TEST(TrainKernels, ThreadCountInvariant) {

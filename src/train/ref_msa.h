@@ -1,8 +1,9 @@
 // The naive fp64 oracle of the M3 training kernels (train/kernels_msa.h): the same contracts,
 // plain loops, no BLAS, no threads. Written from the math and from reference/torch_models.py,
 // not from kernels_msa.cpp. The MSA forms here work on one packed sequence with a visibility mask
-// (ops::ref's MSA ops are paged and causal); the per-head RMSNorm and SwiGLU-OAI forwards are
-// ops/ref/f64.h's (rms_norm over n · n_heads rows, swiglu_oai).
+// (ops::ref's MSA ops are paged and causal): the selection and the KL are defined here, the
+// block-sparse attention is the oracle's f64::attention over allowed(g, i); the per-head RMSNorm
+// and SwiGLU-OAI forwards are ops/ref/f64.h's (rms_norm over n · n_heads rows, swiglu_oai).
 #pragma once
 
 #include <cstdint>

@@ -356,6 +356,15 @@ TEST(TrainGraph, BadBatchesAreRefused) {
   tgt[1] = 3;
   std::vector<uint8_t> vis(16, 0);  // nobody sees itself
   EXPECT_THROW(g->forward_loss(TrainBatch{1, 4, tok.data(), tgt.data(), nullptr, vis.data()}, nullptr), Error);
+  std::vector<int32_t> parents = {-1, 0, 2, 1};  // token 2 is its own parent
+  TrainBatch tb{1, 4, tok.data(), tgt.data(), nullptr, nullptr};
+  tb.parents = parents.data();
+  EXPECT_THROW(g->forward_loss(tb), Error);
+  parents[2] = 0;
+  EXPECT_NO_THROW(g->forward_loss(tb));
+  for (size_t i = 0; i < 4; ++i) vis[i * 5] = 1;
+  tb.visibility = vis.data();  // both forms at once
+  EXPECT_THROW(g->forward_loss(tb), Error);
 }
 
 }  // namespace

@@ -19,8 +19,8 @@
 // the loads are graph_base.h's; this file has the attention + indexer and FFN / MoE branches.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <map>
 #include <string>
 

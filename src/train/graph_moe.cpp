@@ -13,8 +13,8 @@
 // use_qk_norm), resolved at load; backward runs the same list in reverse, one kernel a step.
 // The embedding, the norms and residuals of the layer skeleton, lm_head and the loads are
 // graph_base.h's; this file has the attention and MoE branches.
+#include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include "base/error.h"
 #include "model/layers/attention_lightning.h"

@@ -31,6 +31,7 @@
 #include "engine_parity.h"
 #include "train/graph.h"
 #include "train/kernels.h"
+#include "train/loss.h"
 #include "train/params.h"
 #include "train/trainer.h"
 #include "train/visibility.h"
@@ -183,6 +184,38 @@ TEST(TrainGraphM3, TreeParentsEqualDenseMaskBitwise) {
     EXPECT_EQ(kls[1], kls[0]);
     EXPECT_EQ(0, std::memcmp(grads[1].data(), grads[0].data(), grads[0].size() * sizeof(float)));
   }
+}
+
+// The three steps (forward, the loss step, backward) are forward_backward bit for bit, the KL
+// term included (backward adds it from the forward's batch).
+TEST(TrainGraphM3, ThreeStepsAreForwardBackwardBitwise) {
+  const std::string dir = small_dir();
+  const ModelConfig cfg = load_config(dir);
+  const int64_t B = 2, T = 12, n = B * T;
+  const std::vector<int32_t> tok = random_ids(n, cfg.vocab_size, 71), tgt = random_ids(n, cfg.vocab_size, 72);
+  std::vector<std::vector<float>> grads;
+  std::vector<double> losses, kls;
+  for (bool steps : {false, true}) {
+    ParamSet<float> P(param_layout(cfg));
+    load_params(dir, P);
+    auto g = make_graph<float>(cfg, P, B, T);
+    TrainBatch b{B, T, tok.data(), tgt.data(), nullptr, nullptr};
+    b.index_loss_weight = 0.5;
+    P.zero_grad();
+    if (!steps) {
+      losses.push_back(g->forward_backward(b, 0.125));
+    } else {
+      const float* logits = g->forward(b);
+      losses.push_back(token_nll<float>(logits, tgt.data(), nullptr, n, cfg.vocab_size, 0.125, g->dlogits_buffer()));
+      g->backward(g->dlogits_buffer());
+    }
+    kls.push_back(g->index_kl());
+    grads.push_back(P.grad);
+  }
+  EXPECT_GT(kls[0], 0.0);
+  EXPECT_EQ(losses[1], losses[0]);
+  EXPECT_EQ(kls[1], kls[0]);
+  EXPECT_EQ(0, std::memcmp(grads[1].data(), grads[0].data(), grads[0].size() * sizeof(float)));
 }
 
 TEST(TrainGraphM3, KlTrainsOnlyTheIndexer) {

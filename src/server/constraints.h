@@ -15,13 +15,13 @@
 #include "engine/token_constraint.h"
 #include "grammar/token_masker.h"
 #include "server/request.h"
-#include "server/served_model.h"
+#include "chat/served_model.h"
 
 namespace mmx::server {
 
 class Constraints {
  public:
-  explicit Constraints(const ServedModel& m) : m_(m) {}
+  explicit Constraints(const chat::ServedModel& m) : m_(m) {}
   // An empty factory when the request asks for nothing. starts_in_reasoning: the prompt opened the
   // reasoning block, so the grammar applies after its end tag. max_tokens: the request's budget.
   // Throws ApiError 400 naming the field (a schema keyword outside the subset, a bad grammar, a
@@ -34,7 +34,7 @@ class Constraints {
  private:
   std::shared_ptr<const grammar::VocabTrie> trie(const char* param);
   std::shared_ptr<grammar::TokenMasker> masker(const std::string& gbnf, bool allow_special, const char* param);
-  const ServedModel& m_;
+  const chat::ServedModel& m_;
   std::mutex mu_;
   std::shared_ptr<const grammar::VocabTrie> trie_;
   std::list<std::pair<std::string, std::shared_ptr<grammar::TokenMasker>>> lru_;

@@ -242,7 +242,7 @@ extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
   g_world->tok = std::make_unique<tok::Tokenizer>(tok::Tokenizer::from_path(model));
   g_world->tmpl = std::make_unique<ChatTemplate>(ChatTemplate::from_dir(model));
   g_world->engine = std::make_unique<ScriptEngine>(reply(*g_world->tok));
-  server::ServedModel m;
+  chat::ServedModel m;
   m.name = "tiny-m2";
   m.tokenizer = g_world->tok.get();
   m.chat_template = g_world->tmpl.get();

@@ -14,20 +14,14 @@
 #include "chat/prompt.h"
 #include "chat/turn.h"
 #include "server/generation.h"
+#include "server/send.h"
 #include "server/server.h"
 
 namespace mmx::server {
 
 namespace {
 
-void send_anthropic(httplib::Response& res, int status, const json& j) {
-  res.status = status;
-  res.set_content(j.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
-}
-
-void send_anthropic_error(httplib::Response& res, const ApiError& e) {
-  send_anthropic(res, e.status, error_json(e, ErrorShape::kAnthropic));
-}
+void send_anthropic_error(httplib::Response& res, const ApiError& e) { send_error(res, e, ErrorShape::kAnthropic); }
 
 // One message being generated: what the stream has sent, and what the whole response needs.
 struct MessageJob {
@@ -108,7 +102,7 @@ void Server::handle_messages(const std::string& body, httplib::Response& res) {
         if (u.finished) job->finish_reason = u.finish_reason, job->stop_string = u.stop_string;
       }
       metrics_.count_tokens(job->n_prompt, job->gen->n_generated_total());
-      send_anthropic(res, 200,
+      send_json(res, 200,
                      anthropic_message(job->id, job->model, job->reasoning, job->text, job->calls,
                                        anthropic_stop_reason(job->finish_reason, job->stop_string), job->stop_string,
                                        job->usage()));
@@ -148,7 +142,7 @@ void Server::handle_count_tokens(const std::string& body, httplib::Response& res
     // server's --drop-reasoning-over and the context, and the count is of what was sent).
     const chat::ChatPrompt p =
         chat::build_chat_prompt(model_, take_conversation(mr.chat), 0, engine_.context_limit(), opts_.special_in_content);
-    send_anthropic(res, 200, {{"input_tokens", int64_t(p.ids.size())}});
+    send_json(res, 200, {{"input_tokens", int64_t(p.ids.size())}});
   } catch (const ApiError& e) {
     send_anthropic_error(res, e);
   } catch (const chat::ChatError& e) {

@@ -1,6 +1,6 @@
 // How a route writes a JSON answer into an httplib::Response: the body (invalid UTF-8 replaced,
-// never throws) and its status. Shared by server.cpp (the shared routes and the error handlers)
-// and openai_route.cpp; anthropic_route.cpp sends the same way in Anthropic's error shape.
+// never throws) and its status. Shared by server.cpp (the shared routes and the error handlers),
+// openai_route.cpp and anthropic_route.cpp (its errors in Anthropic's shape).
 #pragma once
 
 #include <httplib.h>

@@ -17,6 +17,7 @@ class ChatError : public Error {
     kInvalid,           // the conversation or a field is not acceptable as given
     kContextExceeded,   // the prompt leaves nothing of the context to generate
     kUnsupportedField,  // a field this model cannot honour (reasoning_effort without a switch)
+    kUnsupportedSchema, // a JSON Schema keyword outside the structured-output subset (constraints.h)
   };
   ChatError(Kind kind, const std::string& message, std::string param = "")
       : Error(message), kind_(kind), param_(std::move(param)) {}

@@ -8,9 +8,9 @@
 //                --make_gen_request---------------------> GenRequest (context check, max_tokens, stop ids)
 //   PreparedTurn::make_stream(i) -> OutputStream (stop strings + OutputParser with choice i's id seed)
 //
-// Not here: structured output (the grammar constraint needs the request's response_format and a
-// compiled-grammar cache: server/constraints.h sets GenRequest::constraint), submitting and
-// reading the engine (server/generation.h, engine/generate.h), response shapes.
+// Not here: structured output (constraints.h: a compiled-grammar cache the caller keeps, whose
+// factory goes into GenRequest::constraint), submitting and reading the engine
+// (server/generation.h, engine/generate.h), response shapes.
 #pragma once
 
 #include <cstdint>
@@ -62,7 +62,7 @@ struct TurnOptions {
 
 struct PreparedTurn {
   ChatPrompt prompt;
-  GenRequest request;  // constraint left empty (see above)
+  GenRequest request;  // constraint left empty (constraints.h sets it)
   // Choice i's OutputStream: its stop strings and the model's OutputParser (format, the
   // conversation's tools, in reasoning when the prompt opened it, choice i's id seed). Holds
   // copies and the tokenizer pointer of the ServedModel, which must outlive it.

@@ -83,7 +83,7 @@ void Server::handle_messages(const std::string& body, httplib::Response& res) {
     chat::PreparedTurn t = prepare_chat_turn(cr);
     GenRequest& g = t.request;
     // tool_choice any / {tool, name} force a call exactly as the chat route's required / named one.
-    g.constraint = constraints_.make(cr, cr.tools, cr.tool_choice, cr.forced_tool, t.prompt.starts_in_reasoning,
+    g.constraint = constraints_.make(output_structure(cr), cr.tools, cr.tool_choice, cr.forced_tool, t.prompt.starts_in_reasoning,
                                      g.max_tokens, mr.thinking_budget);
 
     auto job = std::make_shared<MessageJob>();

@@ -39,6 +39,7 @@ ApiError to_api_error(const chat::ChatError& e) {
   switch (e.kind()) {
     case chat::ChatError::Kind::kContextExceeded: return ApiError(400, e.what(), e.param(), "context_length_exceeded");
     case chat::ChatError::Kind::kUnsupportedField: return ApiError(400, e.what(), e.param(), "unsupported_field");
+    case chat::ChatError::Kind::kUnsupportedSchema: return ApiError(400, e.what(), e.param(), "unsupported_schema");
     case chat::ChatError::Kind::kInvalid: break;
   }
   return ApiError(400, e.what(), e.param());

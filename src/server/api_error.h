@@ -65,7 +65,8 @@ std::string error_body(const ApiError& e, ErrorShape shape);
 }
 
 // A conversation src/chat refused (chat/chat_error.h) -> the 400 the client sees: its message,
-// its param, and the code of its kind (context_length_exceeded, unsupported_field, none for kInvalid).
+// its param, and the code of its kind (context_length_exceeded, unsupported_field, unsupported_schema;
+// none for kInvalid).
 ApiError to_api_error(const chat::ChatError& e);
 
 }  // namespace mmx::server

@@ -217,7 +217,7 @@ void Server::handle_chat(const std::string& body, httplib::Response& res) {
     check_model(cr.model);
     chat::PreparedTurn t = prepare_chat_turn(cr);
     GenRequest& g = t.request;
-    g.constraint = constraints_.make(cr, cr.tools, cr.tool_choice, cr.forced_tool, t.prompt.starts_in_reasoning, g.max_tokens);
+    g.constraint = constraints_.make(output_structure(cr), cr.tools, cr.tool_choice, cr.forced_tool, t.prompt.starts_in_reasoning, g.max_tokens);
 
     auto job = new_job(true, new_id("chatcmpl-"), model_, cr, opts_.stream_ping_ms, int64_t(t.prompt.ids.size()));
     job->split_reasoning = model_.format != chat::OutputFormat::kM2AppendThink;
@@ -256,7 +256,7 @@ void Server::handle_completion(const std::string& body, httplib::Response& res) 
     const int64_t ctx = engine_.context_limit();
     GenRequest g = chat::make_gen_request(gen_limits(cr), ids, ctx, opts_.default_max_tokens, model_.tokenizer->vocab_size(),
                                           model_.eos_ids, "prompt");
-    g.constraint = constraints_.make(cr, nullptr, "auto", "", /*starts_in_reasoning=*/false, g.max_tokens);
+    g.constraint = constraints_.make(output_structure(cr), nullptr, "auto", "", /*starts_in_reasoning=*/false, g.max_tokens);
 
     auto job = new_job(false, new_id("cmpl-"), model_, cr, opts_.stream_ping_ms, int64_t(ids.size()));
     const std::vector<std::string> stop = cr.stop;

@@ -411,4 +411,12 @@ chat::GenLimits gen_limits(const GenerationParams& p) {
   return g;
 }
 
+chat::OutputStructure output_structure(const GenerationParams& p) {
+  chat::OutputStructure s;
+  s.kind = p.structure;
+  s.json_schema = p.json_schema;
+  s.grammar = p.grammar;
+  return s;
+}
+
 }  // namespace mmx::server

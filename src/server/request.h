@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "chat/constraints.h"
 #include "chat/conversation.h"
 #include "chat/turn.h"
 #include "engine/sampler.h"
@@ -43,7 +44,8 @@ struct GenerationParams {
   bool logprobs = false;
   int top_logprobs = 0;               // 0..kMaxTopLogprobs
   // Structured output (src/grammar, docs/structured-output.md): what every choice must match.
-  enum class Structure { kNone, kJsonObject, kJsonSchema, kGrammar } structure = Structure::kNone;
+  using Structure = chat::OutputStructure::Kind;
+  Structure structure = Structure::kNone;
   ojson json_schema;                  // kJsonSchema: response_format.json_schema.schema
   std::string grammar;                // kGrammar: GBNF text (llama.cpp's `grammar` field)
 };
@@ -90,5 +92,7 @@ DetokenizeRequest parse_detokenize_request(const ojson& body);
 chat::Conversation take_conversation(ChatRequest& r);
 // What p says about sampling and length, for chat::make_gen_request.
 chat::GenLimits gen_limits(const GenerationParams& p);
+// What p's choices must match (response_format / grammar), for chat::Constraints::make.
+chat::OutputStructure output_structure(const GenerationParams& p);
 
 }  // namespace mmx::server

@@ -29,7 +29,7 @@
 
 #include "engine/engine_api.h"
 #include "chat/served_model.h"
-#include "server/constraints.h"
+#include "chat/constraints.h"
 #include "server/front.h"
 #include "server/metrics.h"
 
@@ -120,7 +120,7 @@ class Server {
   chat::ServedModel model_;
   ServerOptions opts_;
   ServerMetrics metrics_;
-  Constraints constraints_{model_};  // structured output: compiled grammars, kept
+  chat::Constraints constraints_{model_};  // structured output: compiled grammars, kept
   std::unique_ptr<httplib::Server> http_;
   std::unique_ptr<Front> front_;
   std::thread thread_;

@@ -1,10 +1,11 @@
 // chat::prepare_turn (chat/turn.h) on the committed models/m2-tiny checkpoint, with no server:
 // the prompt is build_chat_prompt's, the engine request make_gen_request's, each choice's stream
 // follows the one tool-call id rule (tool_call_id_seed + 7919 i), and refusals are ChatErrors
-// with the kind and field the HTTP edge needs.
+// with the kind and field the HTTP edge needs. chat::Constraints is reachable the same way.
 #include <gtest/gtest.h>
 
 #include "chat/chat_error.h"
+#include "chat/constraints.h"
 #include "chat/prompt.h"
 #include "chat/turn.h"
 #include "template/chat_template.h"
@@ -109,6 +110,34 @@ TEST(PrepareTurn, RefusalsAreChatErrors) {
   } catch (const ChatError& e) {
     EXPECT_EQ(e.kind(), ChatError::Kind::kInvalid);
     EXPECT_EQ(e.param(), "logit_bias");
+  }
+}
+
+TEST(Constraints, ReachableWithoutHttp) {
+  Tiny t;
+  Constraints cs(t.m);
+  OutputStructure none;
+  EXPECT_FALSE(cs.make(none, nullptr, "auto", "", false, 100));                   // nothing asked
+  EXPECT_TRUE(cs.make(none, weather().tools, "required", "", false, 1000));       // a forced tool call
+  OutputStructure json_object;
+  json_object.kind = OutputStructure::Kind::kJsonObject;
+  EXPECT_TRUE(cs.make(json_object, nullptr, "auto", "", false, 100));
+  OutputStructure schema;
+  schema.kind = OutputStructure::Kind::kJsonSchema;
+  schema.json_schema = ojson::parse(R"({"type": "object", "notAKeyword": 1})");
+  try {
+    cs.make(schema, nullptr, "auto", "", false, 100);
+    ADD_FAILURE() << "a keyword outside the subset";
+  } catch (const ChatError& e) {
+    EXPECT_EQ(e.kind(), ChatError::Kind::kUnsupportedSchema);
+    EXPECT_EQ(e.param(), "response_format");
+  }
+  try {
+    cs.make(json_object, nullptr, "auto", "", false, 1);  // no JSON object fits one token
+    ADD_FAILURE() << "a budget too small";
+  } catch (const ChatError& e) {
+    EXPECT_EQ(e.kind(), ChatError::Kind::kInvalid);
+    EXPECT_EQ(e.param(), "max_tokens");
   }
 }
 

@@ -87,7 +87,7 @@ class OutputParser {
   // starts_in_reasoning: the generation prompt already opened the reasoning block (M2 always
   //   prefills "<think>\n"; M3 with thinking_mode=enabled prefills "<mm:think>"). Ignored for
   //   kM2AppendThink, which never separates reasoning.
-  // id_seed: seeds the tool-call ids (the server passes something per request).
+  // id_seed: seeds the tool-call ids (a chat turn passes its choice's: turn.h, TurnOptions::tool_call_id_seed).
   OutputParser(OutputFormat format, const nlohmann::json& tools, bool starts_in_reasoning,
                uint64_t id_seed = 0);
   ~OutputParser();

@@ -213,7 +213,7 @@ ojson convert_tool_choice(const ojson& tc) {
 }  // namespace
 
 
-MessagesRequest parse_messages_request(const ojson& b, const ServedModel& model, bool count_tokens) {
+MessagesRequest parse_messages_request(const ojson& b, const chat::ServedModel& model, bool count_tokens) {
   check_fields(b, count_tokens ? Endpoint::kCountTokens : Endpoint::kMessages);
   ojson chat = ojson::object();
   if (given(b, "model")) chat["model"] = b["model"];
@@ -261,7 +261,7 @@ MessagesRequest parse_messages_request(const ojson& b, const ServedModel& model,
     }
     if (on && !count_tokens && !th.contains("budget_tokens"))
       bad_request("'thinking.budget_tokens' is required when thinking is enabled", "thinking");
-    const std::string control = thinking_control(model);
+    const std::string control = chat::thinking_control(model);
     if (control == "thinking_mode") {
       chat["chat_template_kwargs"] = {{"thinking_mode", on ? "enabled" : "disabled"}};
     } else if (control == "enable_thinking") {

@@ -9,7 +9,7 @@
 //                                           the JSON of `input`)
 //   tools {name, description, input_schema} -> OpenAI function tools
 //   tool_choice auto | none | any | {tool, name} -> "auto" | "none" | "required" | a named function
-//   stop_sequences -> stop; thinking -> the template's thinking switch (thinking.h)
+//   stop_sequences -> stop; thinking -> the template's thinking switch (chat/thinking.h)
 // The result is an OpenAI chat body parsed by parse_chat_request, so every sampling range,
 // tool_choice rule and tool check is the chat route's own (one place: forcing a tool call flips
 // on for both routes when constrained decoding lands).
@@ -21,8 +21,8 @@
 #include <string>
 
 #include "server/request.h"
-#include "server/thinking.h"
-#include "server/served_model.h"
+#include "chat/served_model.h"
+#include "chat/thinking.h"
 
 namespace mmx::server {
 
@@ -32,8 +32,8 @@ struct MessagesRequest {
 };
 
 // count_tokens: the /v1/messages/count_tokens body (no max_tokens, no stream).
-MessagesRequest parse_messages_request(const ojson& body, const ServedModel& model, bool count_tokens = false);
+MessagesRequest parse_messages_request(const ojson& body, const chat::ServedModel& model, bool count_tokens = false);
 
-// How `thinking` reaches the model's template: thinking_control() in thinking.h.
+// How `thinking` reaches the model's template: chat::thinking_control() in chat/thinking.h.
 
 }  // namespace mmx::server

@@ -1,7 +1,8 @@
 // POST /v1/messages and /v1/messages/count_tokens: the Anthropic Messages API over the chat
-// route's pipeline. The body becomes a ChatRequest (anthropic_request.h); the prompt is rendered
-// by build_chat_prompt, the engine driven by Generation, the output split by the same
-// OutputParser; only the response shapes differ (anthropic_response.h).
+// route's pipeline, symmetric to openai_route.cpp. The body becomes a ChatRequest
+// (anthropic_request.h), then the same chat turn (chat::prepare_turn through
+// Server::prepare_chat_turn: prompt, engine request, OutputParser per choice); the engine is
+// driven by Generation; only the response shapes differ (anthropic_response.h).
 #include <httplib.h>
 
 #include <cstdio>
@@ -10,23 +11,17 @@
 #include "server/anthropic_request.h"
 #include "server/anthropic_response.h"
 #include "server/api_error.h"
-#include "server/gen_request.h"
+#include "chat/prompt.h"
+#include "chat/turn.h"
 #include "server/generation.h"
-#include "server/prompt.h"
+#include "server/send.h"
 #include "server/server.h"
 
 namespace mmx::server {
 
 namespace {
 
-void send_anthropic(httplib::Response& res, int status, const json& j) {
-  res.status = status;
-  res.set_content(j.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
-}
-
-void send_anthropic_error(httplib::Response& res, const ApiError& e) {
-  send_anthropic(res, e.status, error_json(e, ErrorShape::kAnthropic));
-}
+void send_anthropic_error(httplib::Response& res, const ApiError& e) { send_error(res, e, ErrorShape::kAnthropic); }
 
 // One message being generated: what the stream has sent, and what the whole response needs.
 struct MessageJob {
@@ -85,29 +80,18 @@ void Server::handle_messages(const std::string& body, httplib::Response& res) {
     ChatRequest& cr = mr.chat;
     if (!cr.has_seed) cr.sampling.seed = next_seed();
     check_model(cr.model);
-    const int64_t ctx = engine_.context_limit();
-    ChatPrompt p = build_chat_prompt(model_, cr, opts_.drop_reasoning_over, ctx, opts_.special_in_content);
-    if (p.dropped_reasoning_turns > 0) metrics_.count_dropped_reasoning(p.dropped_reasoning_turns);
-    GenRequest g = make_gen_request(cr, p.ids, ctx, opts_.default_max_tokens, model_.tokenizer->vocab_size(),
-                                    model_.eos_ids, "messages");
+    chat::PreparedTurn t = prepare_chat_turn(cr);
+    GenRequest& g = t.request;
     // tool_choice any / {tool, name} force a call exactly as the chat route's required / named one.
-    g.constraint = constraints_.make(cr, cr.tools, cr.tool_choice, cr.forced_tool, p.starts_in_reasoning, g.max_tokens,
-                                     mr.thinking_budget);
+    g.constraint = constraints_.make(output_structure(cr), cr.tools, cr.tool_choice, cr.forced_tool, t.prompt.starts_in_reasoning,
+                                     g.max_tokens, mr.thinking_budget);
 
     auto job = std::make_shared<MessageJob>();
     job->id = new_id("msg_");
     job->model = model_.name;
-    job->n_prompt = int64_t(p.ids.size());
+    job->n_prompt = int64_t(t.prompt.ids.size());
     job->ping_ms = opts_.stream_ping_ms;
-    const nlohmann::json tools = cr.tools.is_null() ? nlohmann::json(nullptr) : nlohmann::json::parse(cr.tools.dump());
-    const uint64_t id_seed = (uint64_t(model_.created) << 20) ^ n_requests_.load();
-    const tok::Tokenizer& tok = *model_.tokenizer;
-    const chat::OutputFormat format = model_.format;
-    const bool in_reasoning = p.starts_in_reasoning;
-    const std::vector<std::string> stop = cr.stop;
-    job->gen = std::make_unique<Generation>(engine_, metrics_, t0, model_.eos_ids, [=, &tok](int) {
-      return OutputStream(tok, stop, chat::OutputParser(format, tools, in_reasoning, id_seed));
-    });
+    job->gen = std::make_unique<Generation>(engine_, metrics_, t0, model_.eos_ids, t.make_stream);
     job->gen->submit(1, g);
     if (!cr.stream) {
       while (!job->gen->done()) {
@@ -118,7 +102,7 @@ void Server::handle_messages(const std::string& body, httplib::Response& res) {
         if (u.finished) job->finish_reason = u.finish_reason, job->stop_string = u.stop_string;
       }
       metrics_.count_tokens(job->n_prompt, job->gen->n_generated_total());
-      send_anthropic(res, 200,
+      send_json(res, 200,
                      anthropic_message(job->id, job->model, job->reasoning, job->text, job->calls,
                                        anthropic_stop_reason(job->finish_reason, job->stop_string), job->stop_string,
                                        job->usage()));
@@ -142,6 +126,8 @@ void Server::handle_messages(const std::string& body, httplib::Response& res) {
         });
   } catch (const ApiError& e) {
     send_anthropic_error(res, e);
+  } catch (const chat::ChatError& e) {
+    send_anthropic_error(res, to_api_error(e));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mmx serve: internal error in /v1/messages: %s\n", e.what());
     send_anthropic_error(res, ApiError(500, "internal server error"));
@@ -154,10 +140,13 @@ void Server::handle_count_tokens(const std::string& body, httplib::Response& res
     check_model(mr.chat.model);
     // The prompt as /v1/messages would render it (no reasoning dropped: that depends on the
     // server's --drop-reasoning-over and the context, and the count is of what was sent).
-    ChatPrompt p = build_chat_prompt(model_, mr.chat, 0, engine_.context_limit(), opts_.special_in_content);
-    send_anthropic(res, 200, {{"input_tokens", int64_t(p.ids.size())}});
+    const chat::ChatPrompt p =
+        chat::build_chat_prompt(model_, take_conversation(mr.chat), 0, engine_.context_limit(), opts_.special_in_content);
+    send_json(res, 200, {{"input_tokens", int64_t(p.ids.size())}});
   } catch (const ApiError& e) {
     send_anthropic_error(res, e);
+  } catch (const chat::ChatError& e) {
+    send_anthropic_error(res, to_api_error(e));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mmx serve: internal error in /v1/messages/count_tokens: %s\n", e.what());
     send_anthropic_error(res, ApiError(500, "internal server error"));

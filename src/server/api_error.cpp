@@ -35,6 +35,16 @@ nlohmann::ordered_json error_json(const ApiError& e, ErrorShape shape) {
   return e.to_json();
 }
 
+ApiError to_api_error(const chat::ChatError& e) {
+  switch (e.kind()) {
+    case chat::ChatError::Kind::kContextExceeded: return ApiError(400, e.what(), e.param(), "context_length_exceeded");
+    case chat::ChatError::Kind::kUnsupportedField: return ApiError(400, e.what(), e.param(), "unsupported_field");
+    case chat::ChatError::Kind::kUnsupportedSchema: return ApiError(400, e.what(), e.param(), "unsupported_schema");
+    case chat::ChatError::Kind::kInvalid: break;
+  }
+  return ApiError(400, e.what(), e.param());
+}
+
 std::string error_body(const ApiError& e, ErrorShape shape) {
   return error_json(e, shape).dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }

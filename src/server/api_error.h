@@ -13,6 +13,8 @@
 #include <string>
 #include <string_view>
 
+#include "chat/chat_error.h"
+
 namespace mmx::server {
 
 struct ApiError : std::runtime_error {
@@ -62,13 +64,9 @@ std::string error_body(const ApiError& e, ErrorShape shape);
   throw ApiError(400, message, param);
 }
 
-// The 400 for a prompt that leaves nothing to generate; `n_prompt` says how many tokens it has
-// ("312", or "at least 9000" when it was refused from its size before encoding).
-[[noreturn]] inline void context_exceeded(int64_t context, const std::string& n_prompt, const std::string& param) {
-  throw ApiError(400,
-                 "This model's maximum context length is " + std::to_string(context) + " tokens; the prompt has " +
-                     n_prompt + " tokens (at least one token must be left to generate)",
-                 param, "context_length_exceeded");
-}
+// A conversation src/chat refused (chat/chat_error.h) -> the 400 the client sees: its message,
+// its param, and the code of its kind (context_length_exceeded, unsupported_field, unsupported_schema;
+// none for kInvalid).
+ApiError to_api_error(const chat::ChatError& e);
 
 }  // namespace mmx::server

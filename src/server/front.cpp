@@ -34,24 +34,6 @@ using Clock = std::chrono::steady_clock;
 enum class Stage { kHead, kBody, kRelay, kReply, kLinger };
 constexpr int kLingerMs = 2000;
 
-// One client connection and, once its request is complete, its upstream connection.
-struct Conn {
-  int cfd = -1, ufd = -1;
-  std::string client_addr;
-  Stage stage = Stage::kHead;
-  std::string req;           // the request bytes so far (head, then body)
-  size_t head_end = 0;       // one past the head's blank line
-  int64_t content_length = -1;
-  bool chunked = false;
-  size_t to_upstream = 0;    // bytes of req already written upstream
-  std::string out;           // bytes for the client (relayed response or our own reply)
-  size_t out_off = 0;
-  bool upstream_eof = false;
-  bool client_read_closed = false;
-  size_t counted = 0;        // bytes of req counted in the loop's global buffered total
-  Clock::time_point deadline;
-};
-
 void set_nonblocking(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL, 0) | O_NONBLOCK); }
 
 std::string lower(std::string s) {
@@ -163,6 +145,23 @@ void check_api_key(const std::string& key, const std::string& method, const std:
                    "invalid_api_key");
 }
 
+struct Front::Conn {
+  int cfd = -1, ufd = -1;
+  std::string client_addr;
+  Stage stage = Stage::kHead;
+  std::string req;           // the request bytes so far (head, then body)
+  size_t head_end = 0;       // one past the head's blank line
+  int64_t content_length = -1;
+  bool chunked = false;
+  size_t to_upstream = 0;    // bytes of req already written upstream
+  std::string out;           // bytes for the client (relayed response or our own reply)
+  size_t out_off = 0;
+  bool upstream_eof = false;
+  bool client_read_closed = false;
+  size_t counted = 0;        // bytes of req counted in the loop's global buffered total
+  Clock::time_point deadline;
+};
+
 Front::Front(FrontOptions opts, int upstream_port) : opts_(opts), upstream_port_(upstream_port) {}
 
 Front::~Front() { stop(); }
@@ -212,279 +211,324 @@ void Front::stop() {
 }
 
 void Front::loop() {
-  std::unordered_map<int, std::shared_ptr<Conn>> by_fd;  // client and upstream fds -> their conn
-  std::map<std::string, int> per_client;
-  int n_conns = 0;
-  size_t buffered = 0;  // request bytes held over all connections
-  const auto release = [&](Conn& c) {  // the request is upstream (or dropped): forget its bytes
-    buffered -= c.counted;
-    c.counted = 0;
-    std::string().swap(c.req);
-  };
-
-  const auto watch = [&](int fd, uint32_t events, bool add) {
-    epoll_event ev{};
-    ev.events = events;
-    ev.data.fd = fd;
-    epoll_ctl(epoll_fd_, add ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, fd, &ev);
-  };
-  const auto close_conn = [&](const std::shared_ptr<Conn>& c) {
-    release(*c);
-    for (int* fd : {&c->cfd, &c->ufd})
-      if (*fd >= 0) {
-        epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, *fd, nullptr);
-        by_fd.erase(*fd);
-        close(*fd);
-        *fd = -1;
-      }
-    if (--per_client[c->client_addr] <= 0) per_client.erase(c->client_addr);
-    --n_conns;
-  };
-  // Our own answer (an error before the request reached the server): send it, then close.
-  const auto answer = [&](const std::shared_ptr<Conn>& c, int status, const char* reason, const std::string& msg,
-                          const char* code = "") {
-    c->stage = Stage::kReply;
-    c->out = reply(ApiError(status, msg, "", code), reason, c->req);  // (replaces a pending 100 Continue)
-    c->out_off = 0;
-    watch(c->cfd, EPOLLOUT, false);
-  };
-  // The client side wants: reading while its request comes in, writing while output is pending.
-  const auto update_client = [&](const std::shared_ptr<Conn>& c) {
-    uint32_t ev = 0;
-    if (c->stage == Stage::kHead || c->stage == Stage::kBody) ev |= EPOLLIN;
-    if (c->out_off < c->out.size()) ev |= EPOLLOUT;
-    if (c->stage == Stage::kRelay && !c->client_read_closed) ev |= EPOLLIN;  // to notice a reset
-    watch(c->cfd, ev, false);
-  };
-  const auto update_upstream = [&](const std::shared_ptr<Conn>& c) {
-    uint32_t ev = 0;
-    if (c->to_upstream < c->req.size()) ev |= EPOLLOUT;
-    if (!c->upstream_eof && c->out.size() - c->out_off < (size_t(1) << 20)) ev |= EPOLLIN;  // backpressure
-    watch(c->ufd, ev, false);
-  };
-  // The request is complete: open the upstream connection and start relaying.
-  const auto hand_over = [&](const std::shared_ptr<Conn>& c) {
-    const int u = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(uint16_t(upstream_port_));
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (u < 0 || connect(u, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-      if (u >= 0) close(u);
-      return answer(c, 503, "Service Unavailable", "the server is not accepting requests now");
-    }
-    const int one = 1;
-    setsockopt(u, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    set_nonblocking(u);
-    c->ufd = u;
-    c->stage = Stage::kRelay;
-    by_fd[u] = c;
-    watch(u, EPOLLOUT | EPOLLIN, true);
-    update_client(c);
-  };
-  // Examines the buffered request after new bytes; advances its stage.
-  const auto progress = [&](const std::shared_ptr<Conn>& c) {
-    if (c->stage == Stage::kHead) {
-      const size_t blank = c->req.find("\r\n\r\n");
-      if (blank == std::string::npos) {
-        if (c->req.size() > opts_.max_head_bytes)
-          answer(c, 431, "Request Header Fields Too Large",
-                 "Request header fields too large (this server takes at most " + std::to_string(opts_.max_head_bytes) +
-                     " bytes of request head)");
-        return;
-      }
-      c->head_end = blank + 4;
-      if (c->head_end > opts_.max_head_bytes)
-        return answer(c, 431, "Request Header Fields Too Large",
-                      "Request header fields too large (this server takes at most " +
-                          std::to_string(opts_.max_head_bytes) + " bytes of request head)");
-      std::string v;
-      if (header(c->req, c->head_end, "expect", &v) && lower(v) == "100-continue") {
-        c->head_end = drop_header(c->req, c->head_end, "expect");  // we answer it; the server never sees it
-        c->out += "HTTP/1.1 100 Continue\r\n\r\n";
-      }
-      const bool has_cl = header(c->req, c->head_end, "content-length", &v);
-      if (has_cl) {
-        char* endp = nullptr;
-        c->content_length = int64_t(std::strtoll(v.c_str(), &endp, 10));
-        if (v.empty() || *endp != '\0' || c->content_length < 0)
-          return answer(c, 400, "Bad Request", "The Content-Length header is not a number");
-      }
-      c->chunked = header(c->req, c->head_end, "transfer-encoding", &v);
-      if (c->chunked && has_cl)
-        return answer(c, 400, "Bad Request", "The request has both Transfer-Encoding and Content-Length; send one "
-                                             "(the two framings disagree behind a proxy: request smuggling)");
-      if (c->chunked && lower(v) != "chunked")
-        return answer(c, 501, "Not Implemented", "Transfer-Encoding '" + v + "' is not supported (only chunked)");
-      if (!has_cl && !c->chunked) {  // no body (RFC 9112 §6.3); said explicitly, or the server reads to EOF
-        c->req.insert(c->head_end - 2, "Content-Length: 0\r\n");
-        c->head_end += 19;
-      }
-      if (c->content_length > int64_t(opts_.max_body_bytes))
-        return answer(c, 413, "Payload Too Large", "The request body is too large");
-      try {
-        const size_t sp = c->req.find(' '), sp2 = c->req.find(' ', sp + 1);
-        std::string auth, x_api_key;
-        header(c->req, c->head_end, "authorization", &auth);
-        header(c->req, c->head_end, "x-api-key", &x_api_key);
-        check_api_key(opts_.api_key, sp == std::string::npos ? "" : c->req.substr(0, sp),
-                      sp == std::string::npos ? "" : c->req.substr(sp + 1, sp2 - sp - 1), auth, x_api_key);
-      } catch (const ApiError& e) {
-        c->stage = Stage::kReply;
-        c->out = reply(e, "Unauthorized", c->req);
-        return watch(c->cfd, EPOLLOUT, false);
-      }
-      c->stage = Stage::kBody;
-      c->deadline = Clock::now() + std::chrono::milliseconds(opts_.body_timeout_ms);
-    }
-    if (c->stage == Stage::kBody) {
-      const size_t have = c->req.size() - c->head_end;
-      if (c->chunked) {
-        size_t decoded = 0;
-        const int st = chunked_complete(c->req, c->head_end, &decoded);
-        if (st < 0) return answer(c, 400, "Bad Request", "Malformed chunked request body");
-        if (decoded > opts_.max_body_bytes || have > opts_.max_body_bytes + (opts_.max_body_bytes >> 3) + 4096)
-          return answer(c, 413, "Payload Too Large", "The request body is too large");
-        if (st == 1) hand_over(c);
-      } else if (int64_t(have) >= std::max<int64_t>(c->content_length, 0)) {
-        c->req.resize(c->head_end + size_t(std::max<int64_t>(c->content_length, 0)));  // no pipelining
-        hand_over(c);
-      }
-    }
-  };
-
   std::vector<epoll_event> events(256);
-  char buf[65536];
   while (!stop_) {
     const int n = epoll_wait(epoll_fd_, events.data(), int(events.size()), 200);
-    for (int i = 0; i < n; ++i) {
-      const int fd = events[size_t(i)].data.fd;
-      const uint32_t ev = events[size_t(i)].events;
-      if (fd == wake_fd_) continue;
-      if (fd == listen_fd_) {
-        for (;;) {
-          sockaddr_storage a{};
-          socklen_t len = sizeof a;
-          const int cfd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len, SOCK_NONBLOCK);
-          if (cfd < 0) break;
-          auto c = std::make_shared<Conn>();
-          c->cfd = cfd;
-          char host[INET6_ADDRSTRLEN] = {};
-          if (a.ss_family == AF_INET) inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&a)->sin_addr, host, sizeof host);
-          else inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(&a)->sin6_addr, host, sizeof host);
-          c->client_addr = host;
-          c->deadline = Clock::now() + std::chrono::milliseconds(opts_.head_timeout_ms);
-          ++n_conns;
-          ++per_client[c->client_addr];
-          by_fd[cfd] = c;
-          watch(cfd, EPOLLIN, true);
-          if (n_conns > opts_.max_connections || per_client[c->client_addr] > opts_.max_per_client)
-            answer(c, 503, "Service Unavailable", "Too many open connections; retry later");
-        }
-        continue;
-      }
-      auto it = by_fd.find(fd);
-      if (it == by_fd.end()) continue;
-      const std::shared_ptr<Conn> c = it->second;
-      if (fd == c->cfd) {
-        if ((ev & (EPOLLIN | EPOLLHUP | EPOLLERR)) && c->stage == Stage::kLinger) {
-          const ssize_t r = recv(fd, buf, sizeof buf, 0);
-          if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) close_conn(c);
-          continue;
-        }
-        if ((ev & (EPOLLIN | EPOLLHUP | EPOLLERR)) &&
-            (c->stage == Stage::kHead || c->stage == Stage::kBody || c->stage == Stage::kRelay)) {
-          const ssize_t r = recv(fd, buf, sizeof buf, 0);
-          if (r > 0 && c->stage != Stage::kRelay) {
-            if (buffered + size_t(r) > opts_.max_buffered_bytes) {
-              c->req.append(buf, size_t(r));  // uncounted: only its request line is read (the shape), then dropped
-              answer(c, 503, "Service Unavailable", "The server is holding too many request bytes; retry later");
-              release(*c);
-              continue;
-            }
-            c->req.append(buf, size_t(r));
-            c->counted += size_t(r);
-            buffered += size_t(r);
-            progress(c);
-          } else if (r == 0) {
-            if (c->stage != Stage::kRelay) {  // gone before its request was complete
-              close_conn(c);
-              continue;
-            }
-            c->client_read_closed = true;  // half-closed: it still reads its answer
-            update_client(c);
-          } else if (r < 0 && errno != EAGAIN && errno != EINTR) {
-            close_conn(c);  // reset: the upstream closes too, which cancels the generation
-            continue;
-          }
-          // bytes sent after a complete request (pipelining) are ignored: one request per connection
-        }
-        if ((ev & EPOLLOUT) && c->out_off < c->out.size()) {
-          const ssize_t w = send(fd, c->out.data() + c->out_off, c->out.size() - c->out_off, MSG_NOSIGNAL);
-          if (w > 0) c->out_off += size_t(w);
-          else if (errno != EAGAIN && errno != EINTR) {
-            close_conn(c);
-            continue;
-          }
-        }
-        if (c->out_off == c->out.size()) {
-          c->out.clear();
-          c->out_off = 0;
-          if (c->stage == Stage::kReply) {
-            shutdown(fd, SHUT_WR);
-            c->stage = Stage::kLinger;
-            c->deadline = Clock::now() + std::chrono::milliseconds(kLingerMs);
-            watch(fd, EPOLLIN, false);
-            continue;
-          }
-          if (c->stage == Stage::kRelay && c->upstream_eof) {
-            close_conn(c);
-            continue;
-          }
-        }
-        if (c->cfd >= 0) update_client(c);
-        if (c->ufd >= 0) update_upstream(c);
-      } else if (fd == c->ufd) {
-        if ((ev & EPOLLOUT) && c->to_upstream < c->req.size()) {
-          const ssize_t w = send(fd, c->req.data() + c->to_upstream, c->req.size() - c->to_upstream, MSG_NOSIGNAL);
-          if (w > 0) c->to_upstream += size_t(w);
-          else if (errno != EAGAIN && errno != EINTR) c->upstream_eof = true;
-          if (c->to_upstream == c->req.size()) {
-            release(*c);
-            c->to_upstream = 0;
-          }
-        }
-        if (ev & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
-          const ssize_t r = recv(fd, buf, sizeof buf, 0);
-          if (r > 0) c->out.append(buf, size_t(r));
-          else if (r == 0 || (errno != EAGAIN && errno != EINTR)) c->upstream_eof = true;
-        }
-        if (c->upstream_eof && c->out_off == c->out.size()) {
-          close_conn(c);
-          continue;
-        }
-        update_upstream(c);
-        update_client(c);
-      }
+    for (int i = 0; i < n; ++i) dispatch(events[size_t(i)].data.fd, events[size_t(i)].events);
+    expire_deadlines();
+  }
+  close_all();
+}
+
+void Front::dispatch(int fd, uint32_t ev) {
+  if (fd == wake_fd_) return;
+  if (fd == listen_fd_) return accept_all();
+  auto it = by_fd_.find(fd);
+  if (it == by_fd_.end()) return;
+  const ConnPtr c = it->second;
+  if (fd == c->cfd) on_client(c, ev);
+  else if (fd == c->ufd) on_upstream(c, ev);
+}
+
+void Front::accept_all() {
+  for (;;) {
+    sockaddr_storage a{};
+    socklen_t len = sizeof a;
+    const int cfd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len, SOCK_NONBLOCK);
+    if (cfd < 0) break;
+    auto c = std::make_shared<Conn>();
+    c->cfd = cfd;
+    char host[INET6_ADDRSTRLEN] = {};
+    if (a.ss_family == AF_INET) inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&a)->sin_addr, host, sizeof host);
+    else inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(&a)->sin6_addr, host, sizeof host);
+    c->client_addr = host;
+    c->deadline = Clock::now() + std::chrono::milliseconds(opts_.head_timeout_ms);
+    ++n_conns_;
+    ++per_client_[c->client_addr];
+    by_fd_[cfd] = c;
+    watch(cfd, EPOLLIN, true);
+    if (n_conns_ > opts_.max_connections || per_client_[c->client_addr] > opts_.max_per_client)
+      answer(c, 503, "Service Unavailable", "Too many open connections; retry later");
+  }
+}
+
+void Front::on_client(const ConnPtr& c, uint32_t ev) {
+  const bool readable = ev & (EPOLLIN | EPOLLHUP | EPOLLERR);
+  if (readable && c->stage == Stage::kLinger) return drain_linger(c);
+  if (readable && (c->stage == Stage::kHead || c->stage == Stage::kBody || c->stage == Stage::kRelay) &&
+      !read_client(c))
+    return;
+  if ((ev & EPOLLOUT) && c->out_off < c->out.size() && !write_client(c)) return;
+  if (c->out_off == c->out.size() && !after_output(c)) return;
+  if (c->cfd >= 0) update_client(c);
+  if (c->ufd >= 0) update_upstream(c);
+}
+
+void Front::drain_linger(const ConnPtr& c) {
+  const ssize_t r = recv(c->cfd, buf_.data(), buf_.size(), 0);
+  if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) close_conn(c);
+}
+
+bool Front::read_client(const ConnPtr& c) {
+  const ssize_t r = recv(c->cfd, buf_.data(), buf_.size(), 0);
+  if (r > 0 && c->stage != Stage::kRelay) {
+    if (buffered_ + size_t(r) > opts_.max_buffered_bytes) {
+      c->req.append(buf_.data(), size_t(r));  // uncounted: only its request line is read (the shape), then dropped
+      answer(c, 503, "Service Unavailable", "The server is holding too many request bytes; retry later");
+      release(*c);
+      return false;
     }
-    // Deadlines: a head or body that has not arrived in time.
-    const auto now = Clock::now();
-    std::vector<std::shared_ptr<Conn>> late;
-    for (const auto& [fd, c] : by_fd)
-      if (fd == c->cfd && (c->stage == Stage::kHead || c->stage == Stage::kBody || c->stage == Stage::kLinger) &&
-          now > c->deadline)
-        late.push_back(c);
-    for (const auto& c : late) {
-      if (c->stage == Stage::kLinger) close_conn(c);
-      else
-        answer(c, 408, "Request Timeout",
-               c->stage == Stage::kHead ? "The request head did not arrive in time" : "The request body did not arrive in time");
+    c->req.append(buf_.data(), size_t(r));
+    c->counted += size_t(r);
+    buffered_ += size_t(r);
+    progress(c);
+  } else if (r == 0) {
+    if (c->stage != Stage::kRelay) {  // gone before its request was complete
+      close_conn(c);
+      return false;
+    }
+    c->client_read_closed = true;  // half-closed: it still reads its answer
+    update_client(c);
+  } else if (r < 0 && errno != EAGAIN && errno != EINTR) {
+    close_conn(c);  // reset: the upstream closes too, which cancels the generation
+    return false;
+  }
+  // bytes sent after a complete request (pipelining) are ignored: one request per connection
+  return true;
+}
+
+bool Front::write_client(const ConnPtr& c) {
+  const ssize_t w = send(c->cfd, c->out.data() + c->out_off, c->out.size() - c->out_off, MSG_NOSIGNAL);
+  if (w > 0) c->out_off += size_t(w);
+  else if (errno != EAGAIN && errno != EINTR) {
+    close_conn(c);
+    return false;
+  }
+  return true;
+}
+
+bool Front::after_output(const ConnPtr& c) {
+  c->out.clear();
+  c->out_off = 0;
+  if (c->stage == Stage::kReply) {
+    shutdown(c->cfd, SHUT_WR);
+    c->stage = Stage::kLinger;
+    c->deadline = Clock::now() + std::chrono::milliseconds(kLingerMs);
+    watch(c->cfd, EPOLLIN, false);
+    return false;
+  }
+  if (c->stage == Stage::kRelay && c->upstream_eof) {
+    close_conn(c);
+    return false;
+  }
+  return true;
+}
+
+void Front::on_upstream(const ConnPtr& c, uint32_t ev) {
+  if ((ev & EPOLLOUT) && c->to_upstream < c->req.size()) {
+    const ssize_t w = send(c->ufd, c->req.data() + c->to_upstream, c->req.size() - c->to_upstream, MSG_NOSIGNAL);
+    if (w > 0) c->to_upstream += size_t(w);
+    else if (errno != EAGAIN && errno != EINTR) c->upstream_eof = true;
+    if (c->to_upstream == c->req.size()) {
+      release(*c);
+      c->to_upstream = 0;
     }
   }
-  std::vector<std::shared_ptr<Conn>> all;
-  for (const auto& [fd, c] : by_fd)
+  if (ev & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+    const ssize_t r = recv(c->ufd, buf_.data(), buf_.size(), 0);
+    if (r > 0) c->out.append(buf_.data(), size_t(r));
+    else if (r == 0 || (errno != EAGAIN && errno != EINTR)) c->upstream_eof = true;
+  }
+  if (c->upstream_eof && c->out_off == c->out.size()) return close_conn(c);
+  update_upstream(c);
+  update_client(c);
+}
+
+// Deadlines: a head or body that has not arrived in time; a lingering close that is over.
+void Front::expire_deadlines() {
+  const auto now = Clock::now();
+  std::vector<ConnPtr> late;
+  for (const auto& [fd, c] : by_fd_)
+    if (fd == c->cfd && (c->stage == Stage::kHead || c->stage == Stage::kBody || c->stage == Stage::kLinger) &&
+        now > c->deadline)
+      late.push_back(c);
+  for (const auto& c : late) {
+    if (c->stage == Stage::kLinger) close_conn(c);
+    else
+      answer(c, 408, "Request Timeout",
+             c->stage == Stage::kHead ? "The request head did not arrive in time" : "The request body did not arrive in time");
+  }
+}
+
+void Front::close_all() {
+  std::vector<ConnPtr> all;
+  for (const auto& [fd, c] : by_fd_)
     if (fd == c->cfd) all.push_back(c);
   for (const auto& c : all) close_conn(c);
+}
+
+// ---- the request as it comes in ----
+
+// Examines the buffered request after new bytes; advances its stage (a failure leaves it kReply,
+// an incomplete head kHead, so the body is looked at only once the head was accepted).
+void Front::progress(const ConnPtr& c) {
+  if (c->stage == Stage::kHead) read_head(c);
+  if (c->stage == Stage::kBody) read_body(c);
+}
+
+void Front::read_head(const ConnPtr& c) {
+  const size_t blank = c->req.find("\r\n\r\n");
+  if (blank == std::string::npos) {
+    if (c->req.size() > opts_.max_head_bytes)
+      answer(c, 431, "Request Header Fields Too Large",
+             "Request header fields too large (this server takes at most " + std::to_string(opts_.max_head_bytes) +
+                 " bytes of request head)");
+    return;
+  }
+  c->head_end = blank + 4;
+  if (c->head_end > opts_.max_head_bytes)
+    return answer(c, 431, "Request Header Fields Too Large",
+                  "Request header fields too large (this server takes at most " +
+                      std::to_string(opts_.max_head_bytes) + " bytes of request head)");
+  if (!read_framing(c)) return;
+  try {
+    const size_t sp = c->req.find(' '), sp2 = c->req.find(' ', sp + 1);
+    std::string auth, x_api_key;
+    header(c->req, c->head_end, "authorization", &auth);
+    header(c->req, c->head_end, "x-api-key", &x_api_key);
+    check_api_key(opts_.api_key, sp == std::string::npos ? "" : c->req.substr(0, sp),
+                  sp == std::string::npos ? "" : c->req.substr(sp + 1, sp2 - sp - 1), auth, x_api_key);
+  } catch (const ApiError& e) {
+    c->stage = Stage::kReply;
+    c->out = reply(e, "Unauthorized", c->req);
+    return watch(c->cfd, EPOLLOUT, false);
+  }
+  c->stage = Stage::kBody;
+  c->deadline = Clock::now() + std::chrono::milliseconds(opts_.body_timeout_ms);
+}
+
+bool Front::read_framing(const ConnPtr& c) {
+  std::string v;
+  if (header(c->req, c->head_end, "expect", &v) && lower(v) == "100-continue") {
+    c->head_end = drop_header(c->req, c->head_end, "expect");  // we answer it; the server never sees it
+    c->out += "HTTP/1.1 100 Continue\r\n\r\n";
+  }
+  const bool has_cl = header(c->req, c->head_end, "content-length", &v);
+  if (has_cl) {
+    char* endp = nullptr;
+    c->content_length = int64_t(std::strtoll(v.c_str(), &endp, 10));
+    if (v.empty() || *endp != '\0' || c->content_length < 0) {
+      answer(c, 400, "Bad Request", "The Content-Length header is not a number");
+      return false;
+    }
+  }
+  c->chunked = header(c->req, c->head_end, "transfer-encoding", &v);
+  if (c->chunked && has_cl) {
+    answer(c, 400, "Bad Request", "The request has both Transfer-Encoding and Content-Length; send one "
+                                  "(the two framings disagree behind a proxy: request smuggling)");
+    return false;
+  }
+  if (c->chunked && lower(v) != "chunked") {
+    answer(c, 501, "Not Implemented", "Transfer-Encoding '" + v + "' is not supported (only chunked)");
+    return false;
+  }
+  if (!has_cl && !c->chunked) {  // no body (RFC 9112 §6.3); said explicitly, or the server reads to EOF
+    c->req.insert(c->head_end - 2, "Content-Length: 0\r\n");
+    c->head_end += 19;
+  }
+  if (c->content_length > int64_t(opts_.max_body_bytes)) {
+    answer(c, 413, "Payload Too Large", "The request body is too large");
+    return false;
+  }
+  return true;
+}
+
+void Front::read_body(const ConnPtr& c) {
+  const size_t have = c->req.size() - c->head_end;
+  if (c->chunked) {
+    size_t decoded = 0;
+    const int st = chunked_complete(c->req, c->head_end, &decoded);
+    if (st < 0) return answer(c, 400, "Bad Request", "Malformed chunked request body");
+    if (decoded > opts_.max_body_bytes || have > opts_.max_body_bytes + (opts_.max_body_bytes >> 3) + 4096)
+      return answer(c, 413, "Payload Too Large", "The request body is too large");
+    if (st == 1) hand_over(c);
+  } else if (int64_t(have) >= std::max<int64_t>(c->content_length, 0)) {
+    c->req.resize(c->head_end + size_t(std::max<int64_t>(c->content_length, 0)));  // no pipelining
+    hand_over(c);
+  }
+}
+
+// The request is complete: open the upstream connection and start relaying.
+void Front::hand_over(const ConnPtr& c) {
+  const int u = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(uint16_t(upstream_port_));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (u < 0 || connect(u, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    if (u >= 0) close(u);
+    return answer(c, 503, "Service Unavailable", "the server is not accepting requests now");
+  }
+  const int one = 1;
+  setsockopt(u, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  set_nonblocking(u);
+  c->ufd = u;
+  c->stage = Stage::kRelay;
+  by_fd_[u] = c;
+  watch(u, EPOLLOUT | EPOLLIN, true);
+  update_client(c);
+}
+
+// ---- bookkeeping ----
+
+void Front::watch(int fd, uint32_t events, bool add) {
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.fd = fd;
+  epoll_ctl(epoll_fd_, add ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, fd, &ev);
+}
+
+// The client side wants: reading while its request comes in, writing while output is pending.
+void Front::update_client(const ConnPtr& c) {
+  uint32_t ev = 0;
+  if (c->stage == Stage::kHead || c->stage == Stage::kBody) ev |= EPOLLIN;
+  if (c->out_off < c->out.size()) ev |= EPOLLOUT;
+  if (c->stage == Stage::kRelay && !c->client_read_closed) ev |= EPOLLIN;  // to notice a reset
+  watch(c->cfd, ev, false);
+}
+
+void Front::update_upstream(const ConnPtr& c) {
+  uint32_t ev = 0;
+  if (c->to_upstream < c->req.size()) ev |= EPOLLOUT;
+  if (!c->upstream_eof && c->out.size() - c->out_off < (size_t(1) << 20)) ev |= EPOLLIN;  // backpressure
+  watch(c->ufd, ev, false);
+}
+
+// Our own answer (an error before the request reached the server): send it, then close.
+void Front::answer(const ConnPtr& c, int status, const char* reason, const std::string& msg, const char* code) {
+  c->stage = Stage::kReply;
+  c->out = reply(ApiError(status, msg, "", code), reason, c->req);  // (replaces a pending 100 Continue)
+  c->out_off = 0;
+  watch(c->cfd, EPOLLOUT, false);
+}
+
+void Front::release(Conn& c) {
+  buffered_ -= c.counted;
+  c.counted = 0;
+  std::string().swap(c.req);
+}
+
+void Front::close_conn(const ConnPtr& c) {
+  release(*c);
+  for (int* fd : {&c->cfd, &c->ufd})
+    if (*fd >= 0) {
+      epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, *fd, nullptr);
+      by_fd_.erase(*fd);
+      close(*fd);
+      *fd = -1;
+    }
+  if (--per_client_[c->client_addr] <= 0) per_client_.erase(c->client_addr);
+  --n_conns_;
 }
 
 }  // namespace mmx::server

@@ -15,8 +15,12 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <string>
 #include <thread>
+#include <unordered_map>
+#include <vector>
 
 namespace mmx::server {
 
@@ -52,12 +56,49 @@ class Front {
   void stop();
 
  private:
+  struct Conn;  // one client connection and, once its request is complete, its upstream one (front.cpp)
+  using ConnPtr = std::shared_ptr<Conn>;
+
+  // The loop: wait for events, dispatch each, expire deadlines; at stop, close everything.
   void loop();
+  void dispatch(int fd, uint32_t events);
+  void accept_all();                            // the listening socket is readable
+  void on_client(const ConnPtr& c, uint32_t events);
+  void on_upstream(const ConnPtr& c, uint32_t events);
+  void expire_deadlines();                      // heads, bodies and lingering closes past their time
+  void close_all();
+
+  // The client side, one step each (false: the connection was closed or answered; stop there).
+  void drain_linger(const ConnPtr& c);          // kLinger: read and drop until EOF
+  bool read_client(const ConnPtr& c);           // request bytes, a half-close, or a reset
+  bool write_client(const ConnPtr& c);          // pending output
+  bool after_output(const ConnPtr& c);          // all output sent: linger after our reply, or close
+  // The request so far, after new bytes: the head (limits, framing, API key), then the body.
+  void progress(const ConnPtr& c);
+  void read_head(const ConnPtr& c);
+  bool read_framing(const ConnPtr& c);          // Expect, Content-Length, Transfer-Encoding
+  void read_body(const ConnPtr& c);
+  void hand_over(const ConnPtr& c);             // complete: open the upstream connection, relay
+
+  // Bookkeeping.
+  void watch(int fd, uint32_t events, bool add);
+  void update_client(const ConnPtr& c);
+  void update_upstream(const ConnPtr& c);
+  void answer(const ConnPtr& c, int status, const char* reason, const std::string& msg, const char* code = "");
+  void release(Conn& c);                        // the request is upstream (or dropped): forget its bytes
+  void close_conn(const ConnPtr& c);
+
   FrontOptions opts_;
   int upstream_port_;
   int listen_fd_ = -1, epoll_fd_ = -1, wake_fd_ = -1;
   std::atomic<bool> stop_{false};
   std::thread thread_;
+  // The loop thread's own state.
+  std::unordered_map<int, ConnPtr> by_fd_;      // client and upstream fds -> their conn
+  std::map<std::string, int> per_client_;
+  int n_conns_ = 0;
+  size_t buffered_ = 0;                         // request bytes held over all connections
+  std::vector<char> buf_ = std::vector<char>(65536);
 };
 
 }  // namespace mmx::server

@@ -21,7 +21,7 @@ ApiError refusal_error(const GenEvent& ev) {
 }  // namespace
 
 Generation::Generation(EngineApi& engine, ServerMetrics& metrics, double t_arrival,
-                       std::vector<int32_t> skip_ids, std::function<OutputStream(int)> make_stream)
+                       std::vector<int32_t> skip_ids, std::function<chat::OutputStream(int)> make_stream)
     : engine_(engine), metrics_(metrics), t_arrival_(t_arrival), skip_ids_(std::move(skip_ids)),
       make_stream_(std::move(make_stream)) {}
 
@@ -31,7 +31,7 @@ void Generation::submit(int n, const GenRequest& base) {
   choices_.resize(size_t(n));
   usage_.resize(size_t(n));
   for (int i = 0; i < n; ++i) {
-    choices_[i].out = std::make_unique<OutputStream>(make_stream_(i));
+    choices_[i].out = std::make_unique<chat::OutputStream>(make_stream_(i));
     GenRequest r = base;
     r.sampling.seed = base.sampling.seed + uint64_t(i);
     std::shared_ptr<Queue> q = q_;

@@ -22,7 +22,7 @@
 #include "chat/output_parser.h"
 #include "engine/engine_api.h"
 #include "server/metrics.h"
-#include "server/output_stream.h"
+#include "chat/output_stream.h"
 
 namespace mmx::server {
 
@@ -46,7 +46,7 @@ class Generation {
   // make_stream(i) builds the OutputStream of choice i. skip_ids: ids never shown as text (the
   // end-of-sequence tokens; the engine emits them before finishing with "stop").
   Generation(EngineApi& engine, ServerMetrics& metrics, double t_arrival, std::vector<int32_t> skip_ids,
-             std::function<OutputStream(int)> make_stream);
+             std::function<chat::OutputStream(int)> make_stream);
   ~Generation();
   Generation(const Generation&) = delete;
   Generation& operator=(const Generation&) = delete;
@@ -82,7 +82,7 @@ class Generation {
     uint64_t engine_id = 0;
     bool started = false, finished = false;
     double t_last = 0;
-    std::unique_ptr<OutputStream> out;
+    std::unique_ptr<chat::OutputStream> out;
   };
 
   std::optional<Item> pop(int timeout_ms);  // < 0: wait forever
@@ -92,7 +92,7 @@ class Generation {
   ServerMetrics& metrics_;
   double t_arrival_;
   std::vector<int32_t> skip_ids_;
-  std::function<OutputStream(int)> make_stream_;
+  std::function<chat::OutputStream(int)> make_stream_;
   std::shared_ptr<Queue> q_ = std::make_shared<Queue>();
   std::deque<Item> early_;  // events read by wait_started(), replayed by next()
   std::vector<Choice> choices_;

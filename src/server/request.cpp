@@ -390,4 +390,33 @@ DetokenizeRequest parse_detokenize_request(const ojson& b) {
   return r;
 }
 
+chat::Conversation take_conversation(ChatRequest& r) {
+  chat::Conversation c;
+  c.messages = std::move(r.messages);
+  c.tools = r.tools;
+  c.tool_choice = r.tool_choice;
+  c.forced_tool = r.forced_tool;
+  c.template_kwargs = std::move(r.template_kwargs);
+  c.reasoning_effort = r.reasoning_effort;
+  return c;
+}
+
+chat::GenLimits gen_limits(const GenerationParams& p) {
+  chat::GenLimits g;
+  g.sampling = p.sampling;
+  g.max_tokens = p.max_tokens;
+  g.ignore_eos = p.ignore_eos;
+  g.logprobs = p.logprobs;
+  g.top_logprobs = p.top_logprobs;
+  return g;
+}
+
+chat::OutputStructure output_structure(const GenerationParams& p) {
+  chat::OutputStructure s;
+  s.kind = p.structure;
+  s.json_schema = p.json_schema;
+  s.grammar = p.grammar;
+  return s;
+}
+
 }  // namespace mmx::server

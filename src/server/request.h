@@ -13,6 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "chat/constraints.h"
+#include "chat/conversation.h"
+#include "chat/turn.h"
 #include "engine/sampler.h"
 
 namespace mmx::server {
@@ -41,18 +44,20 @@ struct GenerationParams {
   bool logprobs = false;
   int top_logprobs = 0;               // 0..kMaxTopLogprobs
   // Structured output (src/grammar, docs/structured-output.md): what every choice must match.
-  enum class Structure { kNone, kJsonObject, kJsonSchema, kGrammar } structure = Structure::kNone;
+  using Structure = chat::OutputStructure::Kind;
+  Structure structure = Structure::kNone;
   ojson json_schema;                  // kJsonSchema: response_format.json_schema.schema
   std::string grammar;                // kGrammar: GBNF text (llama.cpp's `grammar` field)
 };
 
+// A chat body: the generation fields, and the conversation (take_conversation hands it to src/chat).
 struct ChatRequest : GenerationParams {
   ojson messages;                  // array of {role, content, ...} (roles checked)
   ojson tools;                     // array, or null when absent or tool_choice == "none"
   std::string tool_choice = "auto";  // "auto" | "none" | "required" | "function" (forced_tool)
   std::string forced_tool;           // tool_choice {"type": "function", "function": {"name": ...}}
   ojson template_kwargs;           // chat_template_kwargs object, or null
-  std::string reasoning_effort;    // "" | none | minimal | low | medium | high | xhigh (thinking.h maps it)
+  std::string reasoning_effort;    // "" | none | minimal | low | medium | high | xhigh (chat/thinking.h maps it)
 };
 
 struct CompletionRequest : GenerationParams {
@@ -80,5 +85,14 @@ ChatRequest parse_chat_request(const ojson& body, const SamplingParams& defaults
 CompletionRequest parse_completion_request(const ojson& body, const SamplingParams& defaults = {});
 TokenizeRequest parse_tokenize_request(const ojson& body);
 DetokenizeRequest parse_detokenize_request(const ojson& body);
+
+// The conversation of a parsed chat body, for chat::prepare_turn: r.messages and r.template_kwargs
+// are moved out (left null); tools, tool_choice, forced_tool and reasoning_effort are copied
+// (the routes' structured output still reads them).
+chat::Conversation take_conversation(ChatRequest& r);
+// What p says about sampling and length, for chat::make_gen_request.
+chat::GenLimits gen_limits(const GenerationParams& p);
+// What p's choices must match (response_format / grammar), for chat::Constraints::make.
+chat::OutputStructure output_structure(const GenerationParams& p);
 
 }  // namespace mmx::server

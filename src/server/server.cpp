@@ -13,182 +13,17 @@
 #include <cstdlib>
 #include <ctime>
 
-#include "base/clock.h"
 #include "base/error.h"
+#include "chat/turn.h"
 #include "server/api_error.h"
-#include "server/generation.h"
-#include "server/prompt.h"
 #include "server/request.h"
 #include "server/response.h"
-#include "server/thinking.h"
-#include "server/gen_request.h"
+#include "server/send.h"
 #include "server/web_assets.h"
 
 namespace mmx::server {
 
 namespace {
-
-// ---- one request in flight: its choices and what has been sent of them ----
-
-struct ChoiceAcc {
-  std::string content, reasoning;
-  std::vector<chat::ToolCall> calls;
-  std::vector<GenEvent> tokens;   // for logprobs
-  std::string finish_reason;
-  int64_t text_offset = 0;        // completions logprobs
-};
-
-struct Job {
-  bool chat = true;
-  bool split_reasoning = true;    // send reasoning_content (false for minimax_m2_append_think)
-  std::string id, model;
-  int64_t created = 0;
-  GenerationParams params;
-  UsageInfo usage;
-  std::unique_ptr<Generation> gen;
-  std::vector<ChoiceAcc> acc;
-  const tok::Tokenizer* tok = nullptr;
-  int ping_ms = 1000;
-  bool role_sent = false, finished = false;
-};
-
-// What a chat and a completion job share: identity, the parsed parameters, the prompt length.
-std::shared_ptr<Job> new_job(bool chat, std::string id, const ServedModel& m, const GenerationParams& params,
-                             int ping_ms, int64_t n_prompt) {
-  auto job = std::make_shared<Job>();
-  job->chat = chat;
-  job->id = std::move(id);
-  job->model = m.name;
-  job->created = int64_t(std::time(nullptr));
-  job->params = params;
-  job->tok = m.tokenizer;
-  job->ping_ms = ping_ms;
-  job->usage.prompt = n_prompt;
-  return job;
-}
-
-void send_json(httplib::Response& res, int status, const json& j) {
-  res.status = status;
-  res.set_content(j.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
-}
-
-// An error in the shape of the API its request was for (api_error.h): OpenAI's from the OpenAI
-// routes' own handlers, error_shape_for(req.path) from everything that serves any path.
-void send_error(httplib::Response& res, const ApiError& e, ErrorShape shape = ErrorShape::kOpenAI) {
-  res.status = e.status;
-  res.set_content(error_body(e, shape), "application/json");
-}
-
-UsageInfo finish_usage(Job& job) {
-  UsageInfo u = job.usage;
-  u.completion = job.gen->n_generated_total();
-  for (const ChoiceUsage& c : job.gen->usage()) u.cached = std::max(u.cached, c.n_cached);
-  return u;
-}
-
-// ---- non-streaming ----
-
-void accumulate(Job& job, Update u) {
-  ChoiceAcc& a = job.acc[size_t(u.choice)];
-  a.content += u.delta.content;
-  a.reasoning += u.delta.reasoning;
-  for (chat::ToolCall& c : u.delta.tool_calls) a.calls.push_back(std::move(c));
-  for (GenEvent& t : u.tokens) a.tokens.push_back(std::move(t));
-  if (u.finished) a.finish_reason = u.finish_reason;
-}
-
-json whole_response(Job& job) {
-  json choices = json::array();
-  for (size_t i = 0; i < job.acc.size(); ++i) {
-    ChoiceAcc& a = job.acc[i];
-    if (job.chat) {
-      json msg = {{"role", "assistant"},
-                  {"content", a.content.empty() && !a.calls.empty() ? json(nullptr) : json(a.content)}};
-      if (job.split_reasoning) msg["reasoning_content"] = a.reasoning.empty() ? json(nullptr) : json(a.reasoning);
-      if (!a.calls.empty()) msg["tool_calls"] = tool_calls_json(a.calls, 0);
-      json lp = job.params.logprobs ? json{{"content", chat_logprobs_content(*job.tok, a.tokens)}} : json(nullptr);
-      choices.push_back({{"index", i}, {"message", msg}, {"logprobs", lp}, {"finish_reason", a.finish_reason}});
-    } else {
-      json lp = job.params.logprobs ? completion_logprobs(*job.tok, a.tokens, job.params.top_logprobs, a.text_offset)
-                                    : json(nullptr);
-      choices.push_back({{"index", i}, {"text", a.content}, {"logprobs", lp}, {"finish_reason", a.finish_reason}});
-    }
-  }
-  return {{"id", job.id},
-          {"object", job.chat ? "chat.completion" : "text_completion"},
-          {"created", job.created},
-          {"model", job.model},
-          {"choices", choices},
-          {"usage", usage_json(finish_usage(job))}};
-}
-
-// ---- streaming: one call of next_events() = the SSE text of one engine update ----
-
-json chunk(const Job& job, json choices) {
-  return {{"id", job.id},
-          {"object", job.chat ? "chat.completion.chunk" : "text_completion"},
-          {"created", job.created},
-          {"model", job.model},
-          {"choices", std::move(choices)}};
-}
-
-std::string update_events(Job& job, Update u) {
-  ChoiceAcc& a = job.acc[size_t(u.choice)];
-  std::string out;
-  const bool has_lp = job.params.logprobs && !u.tokens.empty();
-  if (job.chat) {
-    json delta = json::object();
-    if (!u.delta.reasoning.empty() && job.split_reasoning) delta["reasoning_content"] = u.delta.reasoning;
-    if (!u.delta.content.empty()) delta["content"] = u.delta.content;
-    if (!u.delta.tool_call_deltas.empty()) delta["tool_calls"] = tool_call_deltas_json(u.delta.tool_call_deltas);
-    if (!delta.empty() || has_lp) {
-      json lp = has_lp ? json{{"content", chat_logprobs_content(*job.tok, u.tokens)}} : json(nullptr);
-      out += sse(chunk(job, json::array({chat_chunk_choice(u.choice, delta, lp, "")})));
-    }
-    if (u.finished)
-      out += sse(chunk(job, json::array({chat_chunk_choice(u.choice, json::object(), nullptr, u.finish_reason)})));
-  } else if (!u.delta.content.empty() || has_lp || u.finished) {
-    json lp = has_lp ? completion_logprobs(*job.tok, u.tokens, job.params.top_logprobs, a.text_offset) : json(nullptr);
-    out += sse(chunk(job, json::array({{{"index", u.choice},
-                                        {"text", u.delta.content},
-                                        {"logprobs", lp},
-                                        {"finish_reason", u.finished ? json(u.finish_reason) : json(nullptr)}}})));
-  }
-  return out;
-}
-
-std::string next_events(Job& job) {
-  std::string out;
-  if (job.chat && !job.role_sent) {
-    for (size_t i = 0; i < job.acc.size(); ++i)
-      out += sse(chunk(job, json::array({chat_chunk_choice(int(i), {{"role", "assistant"}, {"content", ""}},
-                                                           nullptr, "")})));
-    job.role_sent = true;
-    return out;
-  }
-  try {
-    if (!job.gen->done()) {
-      std::optional<Update> u = job.gen->next_for(job.ping_ms);
-      // Nothing for a while (long prefill, slow step): an SSE comment, which clients ignore,
-      // keeps the connection checked so a vanished client is cancelled promptly.
-      return u ? update_events(job, std::move(*u)) : std::string(": ping\n\n");
-    }
-  } catch (const ApiError& e) {
-    job.gen->cancel_all();  // an engine error mid-stream: report it in-band and end
-    out += sse(e.to_json());
-  } catch (const std::exception&) {
-    job.gen->cancel_all();
-    out += sse(ApiError(500, "internal error while generating").to_json());
-  }
-  if (job.params.include_usage) {
-    json c = chunk(job, json::array());
-    c["usage"] = usage_json(finish_usage(job));
-    out += sse(c);
-  }
-  out += "data: [DONE]\n\n";
-  job.finished = true;
-  return out;
-}
 
 // The method a known path is served with; nullptr for an unknown path.
 const char* route_method(const std::string& path) {
@@ -216,7 +51,7 @@ const char* endpoint_label(const std::string& path) {
 
 // ---- Server ----
 
-Server::Server(EngineApi& engine, ServedModel model, ServerOptions opts)
+Server::Server(EngineApi& engine, chat::ServedModel model, ServerOptions opts)
     : engine_(engine), model_(std::move(model)), opts_(std::move(opts)), http_(std::make_unique<httplib::Server>()) {
   MMX_CHECK(model_.tokenizer != nullptr, "ServedModel needs a tokenizer");
   if (model_.created == 0) model_.created = int64_t(std::time(nullptr));
@@ -237,6 +72,25 @@ std::string Server::new_id(const char* prefix) {
   std::snprintf(b, sizeof b, "%s%08llx%08llx", prefix, (unsigned long long)model_.created & 0xffffffffULL,
                 (unsigned long long)n);
   return b;
+}
+
+uint64_t Server::tool_call_id_seed() {
+  return (uint64_t(std::time(nullptr)) << 20) ^ n_turns_.fetch_add(1);
+}
+
+chat::PreparedTurn Server::prepare_chat_turn(ChatRequest& cr) {
+  chat::TurnOptions o;
+  o.gen = gen_limits(cr);
+  o.stop = cr.stop;
+  o.context_limit = engine_.context_limit();
+  o.default_max_tokens = opts_.default_max_tokens;
+  o.drop_reasoning_over = opts_.drop_reasoning_over;
+  o.special_in_content = opts_.special_in_content;
+  o.tool_call_id_seed = tool_call_id_seed();
+  o.on_prompt = [this](const chat::ChatPrompt& p) {
+    if (p.dropped_reasoning_turns > 0) metrics_.count_dropped_reasoning(p.dropped_reasoning_turns);
+  };
+  return chat::prepare_turn(model_, take_conversation(cr), o);
 }
 
 void Server::check_model(const std::string& name) const {
@@ -442,135 +296,6 @@ void Server::routes() {
       res.set_header("Access-Control-Allow-Origin", origin);
       if (origin != "*") res.set_header("Vary", "Origin");
     });
-  }
-}
-
-// ---- the two generation endpoints share everything after the prompt ids ----
-
-namespace {
-
-// Submits, then either answers whole or installs the SSE provider. Throws ApiError.
-void run_job(std::shared_ptr<Job> job, EngineApi& engine, ServerMetrics& metrics, const GenRequest& g,
-             httplib::Response& res) {
-  if (job->params.n > engine.max_queued())  // a 429 that no retry could ever turn into a 200
-    throw ApiError(400,
-                   fmt::format("'n' is {} but this server queues at most {} requests at once (its --max-queue); "
-                               "ask for fewer choices", job->params.n, engine.max_queued()),
-                   "n");
-  job->acc.resize(size_t(job->params.n));
-  job->gen->submit(job->params.n, g);
-  if (!job->params.stream) {
-    while (!job->gen->done()) accumulate(*job, job->gen->next());
-    metrics.count_tokens(job->usage.prompt, job->gen->n_generated_total());
-    send_json(res, 200, whole_response(*job));
-    return;
-  }
-  job->gen->wait_started();  // an engine refusal (429, ...) still gets its status code
-  res.status = 200;
-  res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [job](size_t, httplib::DataSink& sink) {
-        const std::string ev = next_events(*job);
-        if (!ev.empty() && !sink.write(ev.data(), ev.size())) return false;  // client gone
-        if (job->finished) sink.done();
-        return true;
-      },
-      [job, &metrics](bool) {
-        job->gen->cancel_all();  // no-op when finished; cancels when the client went away
-        metrics.count_tokens(job->usage.prompt, job->gen->n_generated_total());
-      });
-}
-
-}  // namespace
-
-GenRequest make_gen_request(const GenerationParams& p, std::vector<int32_t> ids, int64_t context,
-                            int64_t default_max_tokens, int64_t vocab,
-                            const std::vector<int32_t>& eos, const char* prompt_param) {
-  const int64_t n_prompt = int64_t(ids.size());
-  if (n_prompt >= context) context_exceeded(context, std::to_string(n_prompt), prompt_param);
-  GenRequest g;
-  g.prompt = std::move(ids);
-  g.sampling = p.sampling;
-  g.max_tokens = std::min(p.max_tokens.value_or(default_max_tokens > 0 ? default_max_tokens : context),
-                          context - n_prompt);
-  if (!p.ignore_eos) g.stop_ids = eos;
-  g.ignore_eos = p.ignore_eos;
-  g.logprobs = p.logprobs;
-  g.top_logprobs = p.top_logprobs;
-  for (const auto& [id, bias] : p.sampling.logit_bias)
-    if (id >= vocab) bad_request("'logit_bias' names token id " + std::to_string(id) + ", outside the vocabulary", "logit_bias");
-  return g;
-}
-
-
-void Server::handle_chat(const std::string& body, httplib::Response& res) {
-  const double t0 = now_s();
-  try {
-    ChatRequest cr = parse_chat_request(parse_body(body), model_.sampling);
-    if (!cr.has_seed) cr.sampling.seed = next_seed();
-    check_model(cr.model);
-    apply_reasoning_effort(cr, model_);
-    const int64_t ctx = engine_.context_limit();
-    ChatPrompt p = build_chat_prompt(model_, cr, opts_.drop_reasoning_over, ctx, opts_.special_in_content);
-    if (p.dropped_reasoning_turns > 0) metrics_.count_dropped_reasoning(p.dropped_reasoning_turns);
-    GenRequest g = make_gen_request(cr, p.ids, ctx, opts_.default_max_tokens, model_.tokenizer->vocab_size(), model_.eos_ids, "messages");
-    g.constraint = constraints_.make(cr, cr.tools, cr.tool_choice, cr.forced_tool, p.starts_in_reasoning, g.max_tokens);
-
-    auto job = new_job(true, new_id("chatcmpl-"), model_, cr, opts_.stream_ping_ms, int64_t(p.ids.size()));
-    job->split_reasoning = model_.format != chat::OutputFormat::kM2AppendThink;
-    job->usage.report_drop = opts_.drop_reasoning_over > 0;
-    job->usage.dropped_turns = p.dropped_reasoning_turns;
-    job->usage.prompt_before_drop = p.n_tokens_before_drop;
-    const nlohmann::json tools = cr.tools.is_null() ? nlohmann::json(nullptr) : nlohmann::json::parse(cr.tools.dump());
-    const uint64_t id_seed = (uint64_t(job->created) << 20) ^ n_requests_.load();
-    const tok::Tokenizer& tok = *model_.tokenizer;
-    const chat::OutputFormat format = model_.format;
-    const bool in_reasoning = p.starts_in_reasoning;
-    const std::vector<std::string> stop = cr.stop;
-    job->gen = std::make_unique<Generation>(engine_, metrics_, t0, model_.eos_ids, [=, &tok](int i) {
-      return OutputStream(tok, stop, chat::OutputParser(format, tools, in_reasoning, id_seed + uint64_t(i) * 7919));
-    });
-    run_job(job, engine_, metrics_, g, res);
-  } catch (const ApiError& e) {
-    send_error(res, e);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "mmx serve: internal error in /v1/chat/completions: %s\n", e.what());
-    send_error(res, ApiError(500, "internal server error"));
-  }
-}
-
-void Server::handle_completion(const std::string& body, httplib::Response& res) {
-  const double t0 = now_s();
-  try {
-    CompletionRequest cr = parse_completion_request(parse_body(body), model_.sampling);
-    if (!cr.has_seed) cr.sampling.seed = next_seed();
-    check_model(cr.model);
-    const tok::Tokenizer& tok = *model_.tokenizer;
-    std::vector<int32_t> ids = cr.prompt_ids;
-    if (ids.empty()) {
-      // Too long to fit whatever it encodes to: refused before encoding (megabytes of ids otherwise).
-      if (const int64_t at_least = tok.min_tokens(cr.prompt_text.size()); at_least >= engine_.context_limit())
-        context_exceeded(engine_.context_limit(), "at least " + std::to_string(at_least), "prompt");
-      ids = tok.encode(cr.prompt_text, /*add_special_tokens=*/true);
-      if (ids.empty()) bad_request("'prompt' has no tokens", "prompt");
-    }
-    for (int32_t id : ids)
-      if (!tok.has_id(id)) bad_request("token id " + std::to_string(id) + " is not in the vocabulary", "prompt");
-    const int64_t ctx = engine_.context_limit();
-    GenRequest g = make_gen_request(cr, ids, ctx, opts_.default_max_tokens, model_.tokenizer->vocab_size(), model_.eos_ids, "prompt");
-    g.constraint = constraints_.make(cr, nullptr, "auto", "", /*starts_in_reasoning=*/false, g.max_tokens);
-
-    auto job = new_job(false, new_id("cmpl-"), model_, cr, opts_.stream_ping_ms, int64_t(ids.size()));
-    const std::vector<std::string> stop = cr.stop;
-    job->gen = std::make_unique<Generation>(engine_, metrics_, t0, model_.eos_ids,
-                                            [stop, &tok](int) { return OutputStream(tok, stop, std::nullopt); });
-    run_job(job, engine_, metrics_, g, res);
-  } catch (const ApiError& e) {
-    send_error(res, e);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "mmx serve: internal error in /v1/completions: %s\n", e.what());
-    send_error(res, ApiError(500, "internal server error"));
   }
 }
 

@@ -11,8 +11,11 @@
 // lets an exception escape, and 500s carry no internal detail. A client that disconnects while
 // streaming gets its engine requests cancelled.
 //
-// Not here: batching, sampling, memory (the engine); parsing of bodies (request.h), prompt
-// building (prompt.h), per-choice output (generation.h).
+// server.cpp sets the server up and serves the shared routes (models, health, metrics, tokenize,
+// the chat page, errors); openai_route.cpp and anthropic_route.cpp shape the generation routes.
+// Not here: batching, sampling, memory (the engine); parsing of bodies (request.h); the chat turn
+// itself — prompt, engine request, output parsing (src/chat, chat/turn.h); per-choice output
+// (generation.h).
 #pragma once
 
 #include <atomic>
@@ -25,10 +28,10 @@
 #include <thread>
 
 #include "engine/engine_api.h"
-#include "server/metrics.h"
+#include "chat/served_model.h"
+#include "chat/constraints.h"
 #include "server/front.h"
-#include "server/constraints.h"
-#include "server/served_model.h"
+#include "server/metrics.h"
 
 namespace httplib {
 class Server;
@@ -36,17 +39,23 @@ struct Request;
 struct Response;
 }  // namespace httplib
 
+namespace mmx::chat {
+struct PreparedTurn;
+}  // namespace mmx::chat
+
 namespace mmx::server {
+
+struct ChatRequest;
 
 struct ServerOptions {
   std::string api_key;                    // "" = no authentication; else "Authorization: Bearer KEY" (front.h)
   std::string cors_origin;                // "" = no CORS headers; else Access-Control-Allow-Origin (or "*")
-  double drop_reasoning_over = 0;         // 0 = off; else a fraction of the context (see prompt.h)
+  double drop_reasoning_over = 0;         // 0 = off; else a fraction of the context (chat/prompt.h)
   // Larger bodies get 413. Counted on what the server holds: the decoded bytes (chunked or not,
   // after any Content-Encoding is undone), so neither chunking nor gzip can exceed it.
   size_t max_body_bytes = size_t(8) << 20;
   int max_headers = 100;                    // request header fields; more get 431
-  // false: special-token strings in client content are tokenized as text (prompt.h); true: as
+  // false: special-token strings in client content are tokenized as text (chat/prompt.h); true: as
   // special tokens (--special-tokens-in-content, for clients that build raw prompts in messages).
   bool special_in_content = false;
   size_t max_header_bytes = size_t(32) << 10;  // their total size (names + values); more get 431
@@ -56,9 +65,11 @@ struct ServerOptions {
   int n_http_threads = 128;               // concurrent connections (a stream holds one; with fewer
                                           // threads than streaming clients requests were lost: issue 6)
   int stream_ping_ms = 1000;              // SSE comment ": ping" after this long without output
-  // max_tokens when the client gives none (0 = up to the context). The engine reserves prompt +
-  // max_tokens rows of KV per request until paged KV lands, so a real 196K-context model must not
-  // reserve the whole context for every request.
+  // max_tokens when the client gives none (0 = up to the context). It reserves nothing: KV is
+  // paged (memory/paged_memory.h), a sequence holds pages only for the tokens it has, and
+  // admission asks room for the prompt only (engine/scheduler.h). It bounds how long a reply that
+  // never reaches eos runs — holding its pages, and preempting newer sequences when the pool runs
+  // out — so a request that did not ask cannot generate a 196K-context model's whole context.
   int64_t default_max_tokens = 8192;
   // The sampling seed of a request that gives none is drawn from a server RNG seeded with this
   // (--seed: the same requests in the same order sample the same), or from std::random_device.
@@ -75,7 +86,7 @@ void configure_memory_return();
 class Server {
  public:
   // `engine` and the pointers in `model` must outlive the server.
-  Server(EngineApi& engine, ServedModel model, ServerOptions opts);
+  Server(EngineApi& engine, chat::ServedModel model, ServerOptions opts);
   ~Server();  // stops
 
   // Binds host:port (port 0 = an ephemeral port) and serves on background threads: the front
@@ -90,25 +101,31 @@ class Server {
 
  private:
   void routes();
-  void handle_chat(const std::string& body, httplib::Response& res);
-  void handle_completion(const std::string& body, httplib::Response& res);
+  void handle_chat(const std::string& body, httplib::Response& res);        // openai_route.cpp
+  void handle_completion(const std::string& body, httplib::Response& res);  // openai_route.cpp
   void handle_tokenize(const std::string& body, httplib::Response& res);
   void handle_detokenize(const std::string& body, httplib::Response& res);
   void handle_messages(const std::string& body, httplib::Response& res);       // anthropic_route.cpp
   void handle_count_tokens(const std::string& body, httplib::Response& res);  // anthropic_route.cpp
   std::string new_id(const char* prefix);
   uint64_t next_seed();
+  // The tool-call id seed of a chat turn (chat::TurnOptions): the time, mixed with a turn counter.
+  uint64_t tool_call_id_seed();
+  // A chat body's turn (both chat routes): cr's conversation (its messages moved out) through
+  // chat::prepare_turn with this server's limits; counts dropped reasoning turns. Throws chat::ChatError.
+  chat::PreparedTurn prepare_chat_turn(ChatRequest& cr);
   void check_model(const std::string& name) const;
 
   EngineApi& engine_;
-  ServedModel model_;
+  chat::ServedModel model_;
   ServerOptions opts_;
   ServerMetrics metrics_;
-  Constraints constraints_{model_};  // structured output: compiled grammars, kept
+  chat::Constraints constraints_{model_};  // structured output: compiled grammars, kept
   std::unique_ptr<httplib::Server> http_;
   std::unique_ptr<Front> front_;
   std::thread thread_;
   std::atomic<uint64_t> n_requests_{0};
+  std::atomic<uint64_t> n_turns_{0};
   std::mutex seed_mu_;
   std::mt19937_64 seed_rng_;
 };

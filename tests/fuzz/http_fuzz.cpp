@@ -246,7 +246,7 @@ extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
   const ChatTemplateFiles tf = ck.chat_template_files();
   g_world->tmpl = std::make_unique<ChatTemplate>(tf.templates, tf.tokenizer_config);
   g_world->engine = std::make_unique<ScriptEngine>(reply(*g_world->tok));
-  server::ServedModel m;
+  chat::ServedModel m;
   m.name = "tiny-m2";
   m.tokenizer = g_world->tok.get();
   m.chat_template = g_world->tmpl.get();

@@ -530,7 +530,7 @@ TEST_F(AnthropicTest, ThinkingMapsToTheTemplatesSwitch) {
     const ChatTemplate tmpl({{"default", "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}"
                                          "[{{ " + var + " if " + var + " is defined else 'unset' }}]"}},
                             nullptr);
-    ServedModel m;
+    chat::ServedModel m;
     m.name = "tiny-m2";
     m.tokenizer = TinyAssets::get().tok.get();
     m.chat_template = &tmpl;

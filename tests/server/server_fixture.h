@@ -79,14 +79,14 @@ class ServerTest : public ::testing::Test {
   int port = 0;
   ServerOptions opts;
   chat::OutputFormat format = chat::OutputFormat::kM2;
-  SamplingParams sampling_defaults;  // ServedModel::sampling
+  SamplingParams sampling_defaults;  // chat::ServedModel::sampling
 
   void SetUp() override {
     std::signal(SIGPIPE, SIG_IGN);
     engine.script = TinyAssets::get().say("Let me think.</think>\n\nHello there, friend!");
   }
   void start() {
-    ServedModel m;
+    chat::ServedModel m;
     m.name = "tiny-m2";
     m.tokenizer = TinyAssets::get().tok.get();
     m.chat_template = TinyAssets::get().tmpl.get();

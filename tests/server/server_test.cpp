@@ -337,7 +337,7 @@ TEST_F(ServerTest, SeedsPenaltiesAndDefaults) {
     fe.script = engine.script;
     ServerOptions so = opts;
     so.seed = seed;
-    ServedModel m;
+    chat::ServedModel m;
     m.name = "tiny-m2";
     m.tokenizer = TinyAssets::get().tok.get();
     m.chat_template = TinyAssets::get().tmpl.get();

@@ -1,12 +1,13 @@
-// reasoning_effort -> each template's own reasoning switch (server/thinking.h): M3's
-// thinking_mode, a template reading enable_thinking, and M2's templates that have none (400).
+// reasoning_effort -> each template's own reasoning switch (chat/thinking.h): M3's
+// thinking_mode, a template reading enable_thinking, and M2's templates that have none (400,
+// through the server's mapping of chat::ChatError, server/api_error.h).
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <sstream>
 
+#include "chat/thinking.h"
 #include "server/api_error.h"
-#include "server/thinking.h"
 
 namespace mmx::server {
 namespace {
@@ -23,11 +24,11 @@ ChatTemplate from_file(const std::string& name) {
 }
 
 std::string effort_to(const ChatTemplate& t, const std::string& effort, const char* key) {
-  ServedModel m;
+  chat::ServedModel m;
   m.chat_template = &t;
-  ChatRequest r;
+  chat::Conversation r;
   r.reasoning_effort = effort;
-  apply_reasoning_effort(r, m);
+  chat::apply_reasoning_effort(r, m);
   return r.template_kwargs.at(key).dump();
 }
 
@@ -39,7 +40,7 @@ TEST(Thinking, ReasoningEffortMapsOntoM3ThinkingMode) {
   EXPECT_EQ(effort_to(m3, "medium", "thinking_mode"), "\"enabled\"");
   EXPECT_EQ(effort_to(m3, "high", "thinking_mode"), "\"enabled\"");
   // The switch reaches the prompt: disabled and enabled render differently.
-  const ojson msgs = ojson::parse(R"([{"role": "user", "content": "hi"}])");
+  const chat::ojson msgs = chat::ojson::parse(R"([{"role": "user", "content": "hi"}])");
   const std::string off = m3.render(msgs, nullptr, true, {{"thinking_mode", "disabled"}});
   const std::string on = m3.render(msgs, nullptr, true, {{"thinking_mode", "enabled"}});
   EXPECT_NE(off, on);
@@ -53,21 +54,22 @@ TEST(Thinking, EnableThinkingTemplatesGetABool) {
 
 TEST(Thinking, NoSwitchOrTwoSwitchesIs400) {
   const ChatTemplate m2 = from_file("minimax_m2.jinja");
-  ServedModel m;
+  chat::ServedModel m;
   m.chat_template = &m2;
-  ChatRequest r;
+  chat::Conversation r;
   r.reasoning_effort = "low";
   try {
-    apply_reasoning_effort(r, m);
+    chat::apply_reasoning_effort(r, m);
     ADD_FAILURE() << "M2 has no reasoning switch";
-  } catch (const ApiError& e) {
+  } catch (const chat::ChatError& ce) {
+    const ApiError e = to_api_error(ce);
     EXPECT_EQ(e.status, 400);
     EXPECT_EQ(e.param, "reasoning_effort");
   }
   const ChatTemplate m3 = from_file("minimax_m3.jinja");
   m.chat_template = &m3;
   r.template_kwargs = {{"thinking_mode", "enabled"}};
-  EXPECT_THROW(apply_reasoning_effort(r, m), ApiError);
+  EXPECT_THROW(chat::apply_reasoning_effort(r, m), chat::ChatError);
 }
 
 }  // namespace

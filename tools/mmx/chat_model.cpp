@@ -20,7 +20,7 @@ chat::OutputFormat pick_format(Family family, const std::string& name) {
 }
 
 void describe_model(const Model& model, const std::string& dir, const std::string& reasoning_format,
-                    server::ServedModel& sm) {
+                    chat::ServedModel& sm) {
   const ModelConfig& cfg = model.config();
   sm.format = pick_format(cfg.family, reasoning_format);
   sm.eos_ids.clear();

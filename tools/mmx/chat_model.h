@@ -1,5 +1,5 @@
 // What `mmx serve` and `mmx chat` share to talk to a chat model: the output parser for its
-// family, and the server's view of it (server::ServedModel: name, tokenizer, template, format,
+// family, and the conversation's view of it (chat::ServedModel: name, tokenizer, template, format,
 // eos ids, sampling defaults), so both render and parse a conversation the same way.
 #pragma once
 
@@ -7,7 +7,7 @@
 
 #include "chat/output_parser.h"
 #include "model/model.h"
-#include "server/served_model.h"
+#include "chat/served_model.h"
 
 namespace mmx::cli {
 
@@ -19,6 +19,6 @@ chat::OutputFormat pick_format(Family family, const std::string& name);
 // sm.format, sm.eos_ids and sm.sampling from the loaded model and checkpoint `dir`; the caller
 // sets name, tokenizer and chat_template.
 void describe_model(const Model& model, const std::string& dir, const std::string& reasoning_format,
-                    server::ServedModel& sm);
+                    chat::ServedModel& sm);
 
 }  // namespace mmx::cli

@@ -20,6 +20,7 @@
 #include "engine/generation_defaults.h"
 #include "chat_model.h"
 #include "cache_flags.h"
+#include "chat/served_model.h"
 #include "common.h"
 #include "engine/engine.h"
 #include "ops/ops.h"
@@ -62,7 +63,7 @@ void run_serve(Opts o) {
   }
   auto model = load_for_cli(o.model, o.load);
 
-  server::ServedModel sm;
+  chat::ServedModel sm;
   sm.name = o.served_name.empty() ? std::filesystem::path(o.model).lexically_normal().filename().string() : o.served_name;
   if (sm.name.empty()) sm.name = std::filesystem::path(o.model).lexically_normal().parent_path().filename().string();
   sm.tokenizer = &tokenizer;

@@ -1,4 +1,4 @@
-#include "server/constraints.h"
+#include "chat/constraints.h"
 
 #include <fmt/format.h>
 
@@ -6,9 +6,9 @@
 #include "grammar/gbnf.h"
 #include "grammar/json_schema.h"
 #include "grammar/tool_grammar.h"
-#include "server/api_error.h"
+#include "chat/chat_error.h"
 
-namespace mmx::server {
+namespace mmx::chat {
 
 namespace {
 constexpr size_t kKeptGrammars = 32;
@@ -21,7 +21,7 @@ std::shared_ptr<const grammar::VocabTrie> Constraints::trie(const char* param) {
     try {
       trie_ = std::make_shared<const grammar::VocabTrie>(*m_.tokenizer);
     } catch (const Error& e) {
-      throw ApiError(400, std::string("structured output is not available for this model: ") + e.what(), param);
+      invalid(std::string("structured output is not available for this model: ") + e.what(), param);
     }
   }
   return trie_;
@@ -45,7 +45,7 @@ std::shared_ptr<grammar::TokenMasker> Constraints::masker(const std::string& gbn
   try {
     m = std::make_shared<grammar::TokenMasker>(trie, grammar::parse_gbnf(gbnf, wrapped ? kAfterReasoning : "root"), allow_special);
   } catch (const Error& e) {
-    throw ApiError(400, std::string("'") + param + "': " + e.what(), param);
+    invalid(std::string("'") + param + "': " + e.what(), param);
   }
   std::lock_guard<std::mutex> l(mu_);
   lru_.emplace_front(key, m);
@@ -53,18 +53,18 @@ std::shared_ptr<grammar::TokenMasker> Constraints::masker(const std::string& gbn
   return m;
 }
 
-ConstraintFactory Constraints::make(const GenerationParams& p, const ojson& tools, const std::string& tool_choice,
+ConstraintFactory Constraints::make(const OutputStructure& p, const ojson& tools, const std::string& tool_choice,
                                     const std::string& forced_tool, bool starts_in_reasoning, int64_t max_tokens,
                                     int64_t reasoning_budget) {
-  using S = GenerationParams::Structure;
+  using S = OutputStructure::Kind;
   // The reasoning end tag, forced when a grammar or a reasoning budget needs it.
   auto gate = [&](const char* param) {
     grammar::Gate g;
-    g.bytes = chat::tags_for(m_.format).think_end;
+    g.bytes = tags_for(m_.format).think_end;
     g.id = m_.tokenizer->token_to_id(g.bytes);
     g.budget = reasoning_budget;
     if (g.id < 0)
-      throw ApiError(400, fmt::format("'{}' after reasoning needs '{}' as one token, and this vocabulary has none", param, g.bytes), param);
+      invalid(fmt::format("'{}' after reasoning needs '{}' as one token, and this vocabulary has none", param, g.bytes), param);
     return g;
   };
   std::string gbnf;
@@ -75,14 +75,14 @@ ConstraintFactory Constraints::make(const GenerationParams& p, const ojson& tool
       param = "tool_choice";
       allow_special = true;  // the block markers are special tokens of the vocabulary
       const std::string only = tool_choice == "function" ? forced_tool : "";
-      gbnf = m_.format == chat::OutputFormat::kM3   ? grammar::m3_tool_call_gbnf(tools, only)
-             : m_.format == chat::OutputFormat::kM1 ? grammar::m1_tool_call_gbnf(tools, only)
+      gbnf = m_.format == OutputFormat::kM3   ? grammar::m3_tool_call_gbnf(tools, only)
+             : m_.format == OutputFormat::kM1 ? grammar::m1_tool_call_gbnf(tools, only)
                                                     : grammar::m2_tool_call_gbnf(tools, only);
-    } else if (p.structure == S::kJsonObject) {
+    } else if (p.kind == S::kJsonObject) {
       gbnf = grammar::json_object_gbnf();
-    } else if (p.structure == S::kJsonSchema) {
+    } else if (p.kind == S::kJsonSchema) {
       gbnf = grammar::json_schema_to_gbnf(p.json_schema);
-    } else if (p.structure == S::kGrammar) {
+    } else if (p.kind == S::kGrammar) {
       param = "grammar";
       gbnf = p.grammar;
     } else if (reasoning_budget >= 0 && starts_in_reasoning) {
@@ -97,13 +97,14 @@ ConstraintFactory Constraints::make(const GenerationParams& p, const ojson& tool
       return {};
     }
   } catch (const grammar::SchemaError& e) {
-    throw ApiError(400, std::string(param == std::string("tool_choice") ? "'tools' parameters: " : "'response_format' schema: ") +
-                            e.what() + " (the keyword: '" + e.keyword() + "')",
-                   param == std::string("tool_choice") ? "tools" : "response_format", "unsupported_schema");
-  } catch (const ApiError&) {
+    throw ChatError(ChatError::Kind::kUnsupportedSchema,
+                    std::string(param == std::string("tool_choice") ? "'tools' parameters: " : "'response_format' schema: ") +
+                        e.what() + " (the keyword: '" + e.keyword() + "')",
+                    param == std::string("tool_choice") ? "tools" : "response_format");
+  } catch (const ChatError&) {
     throw;
   } catch (const Error& e) {
-    throw ApiError(400, std::string("'") + param + "': " + e.what(), param);
+    invalid(std::string("'") + param + "': " + e.what(), param);
   }
   // A prompt that opened the reasoning block: the model thinks freely, then the grammar applies
   // after the end tag (the "\n\n" the template puts there allowed).
@@ -115,9 +116,9 @@ ConstraintFactory Constraints::make(const GenerationParams& p, const ojson& tool
   std::shared_ptr<grammar::TokenMasker> mk = masker(gbnf, allow_special, param);
   const int64_t need = int64_t(mk->dist(mk->start())) + (g.id >= 0 ? 1 : 0) + 1;  // + the stop token
   if (max_tokens < need)
-    throw ApiError(400, fmt::format("'max_tokens' is {}, and the shortest reply the '{}' allows takes {} tokens", max_tokens, param, need),
-                   "max_tokens");
+    invalid(fmt::format("'max_tokens' is {}, and the shortest reply the '{}' allows takes {} tokens", max_tokens, param, need),
+            "max_tokens");
   return [mk, g] { return std::make_unique<grammar::GrammarConstraint>(mk, g); };
 }
 
-}  // namespace mmx::server
+}  // namespace mmx::chat

@@ -1,16 +1,16 @@
-#include "server/output_stream.h"
+#include "chat/output_stream.h"
 
 #include <algorithm>
 
-namespace mmx::server {
+namespace mmx::chat {
 
 OutputStream::OutputStream(const tok::Tokenizer& tok, std::vector<std::string> stop,
-                           std::optional<chat::OutputParser> parser)
+                           std::optional<OutputParser> parser)
     : detok_(tok, /*skip_special_tokens=*/false), stop_(std::move(stop)), parser_(std::move(parser)) {}
 
-chat::ParsedDelta OutputStream::parse(const std::string& text) {
+ParsedDelta OutputStream::parse(const std::string& text) {
   if (parser_) return parser_->feed(text);
-  chat::ParsedDelta d;
+  ParsedDelta d;
   d.content = text;
   return d;
 }
@@ -42,14 +42,14 @@ std::string OutputStream::cut_stop(std::string text) {
   return out;
 }
 
-chat::ParsedDelta OutputStream::push(int32_t id) {
+ParsedDelta OutputStream::push(int32_t id) {
   if (stopped_ || finished_) return {};
   return parse(cut_stop(detok_.push(id)));
 }
 
-chat::ParsedDelta OutputStream::finish() {
+ParsedDelta OutputStream::finish() {
   if (finished_) return {};
-  chat::ParsedDelta d;
+  ParsedDelta d;
   if (!stopped_) {
     d = parse(cut_stop(detok_.flush()));
     if (!stopped_) d.append(parse(held_));  // generation ended inside a stop-string prefix
@@ -60,4 +60,4 @@ chat::ParsedDelta OutputStream::finish() {
   return d;
 }
 
-}  // namespace mmx::server
+}  // namespace mmx::chat

@@ -1,23 +1,23 @@
-// Thinking controls: what a request may say about reasoning, mapped onto the family's chat
+// Thinking controls: what a conversation may say about reasoning, mapped onto the family's chat
 // template (spec: M3's thinking_mode enabled / adaptive / disabled; templates reading
 // enable_thinking; M2's templates have no switch: it always reasons).
 #pragma once
 
 #include <string>
 
-#include "server/request.h"
-#include "server/served_model.h"
+#include "chat/conversation.h"
+#include "chat/served_model.h"
 
-namespace mmx::server {
+namespace mmx::chat {
 
 // The template variable that switches reasoning: "thinking_mode", "enable_thinking", or "" (none).
 std::string thinking_control(const ServedModel& model);
 
-// OpenAI's reasoning_effort -> the template's switch, set in r.template_kwargs:
+// OpenAI's reasoning_effort -> the template's switch, set in c.template_kwargs:
 //   thinking_mode:   none / minimal -> "disabled", low -> "adaptive", medium / high / xhigh -> "enabled"
 //   enable_thinking: none / minimal -> false, any other -> true
-// Throws ApiError 400 naming reasoning_effort when the template has no switch, or when
-// chat_template_kwargs sets the same switch.
-void apply_reasoning_effort(ChatRequest& r, const ServedModel& model);
+// Throws ChatError naming reasoning_effort: kUnsupportedField when the template has no switch,
+// kInvalid when template_kwargs sets the same switch.
+void apply_reasoning_effort(Conversation& c, const ServedModel& model);
 
-}  // namespace mmx::server
+}  // namespace mmx::chat

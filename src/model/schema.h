@@ -97,7 +97,7 @@ std::vector<GgufTensorPlan> gguf_tensor_plan(const ModelConfig& cfg);
 enum class ForeignPart : uint8_t { kVisionTower, kProjector, kPatchMerge, kMtp };
 // True when `name` belongs to such a part of a `cfg`-family checkpoint.
 bool is_foreign_tensor(const ModelConfig& cfg, const std::string& name);
-// The name of tensor `rest` under `part` (for fixtures that write stand-ins). Throws mmx::Error
+// The name of tensor `rest` under `part` (for the tiny writers, which write stand-ins). Throws mmx::Error
 // when the family has no such part.
 std::string foreign_tensor_name(const ModelConfig& cfg, ForeignPart part, const std::string& rest);
 

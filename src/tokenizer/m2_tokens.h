@@ -1,6 +1,6 @@
 // The MiniMax-M2 tokenizer's fixed parts (spec §6.1): the pre-tokenizer Split regex and the
 // special tokens, shared by the BPE trainer (bpe_trainer.h) and the tiny model's tokenizer
-// (fixtures/tiny_tokenizer.cpp), so both write the same pre-tokenizer and specials.
+// (tiny/tiny_tokenizer.cpp), so both write the same pre-tokenizer and specials.
 //
 // Header-only constants: including it adds no link dependency.
 #pragma once

@@ -15,7 +15,7 @@
 #include "base/error.h"
 #include "base/file_io.h"
 #include "model/config.h"
-#include "fixtures/m2_chat_template.h"
+#include "tiny/m2_chat_template.h"
 #include "formats/safetensors.h"
 #include "formats/safetensors_writer.h"
 #include "ops/ops.h"

@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <string>
 
-#include "fixtures/tiny.h"
+#include "tiny/tiny.h"
 
 namespace mmx::train {
 

@@ -21,7 +21,7 @@
 
 #include "engine/engine.h"
 #include "engine/generate.h"
-#include "fixtures/tiny.h"
+#include "tiny/tiny.h"
 #include "testing/tiny_models.h"
 
 namespace mmx {

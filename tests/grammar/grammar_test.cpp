@@ -13,7 +13,7 @@
 #include <set>
 
 #include "engine/sampler.h"
-#include "fixtures/tiny_tokenizer.h"
+#include "tiny/tiny_tokenizer.h"
 #include "grammar/automaton.h"
 #include "grammar/constraint.h"
 #include "grammar/gbnf.h"

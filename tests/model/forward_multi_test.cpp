@@ -32,7 +32,7 @@
 
 #include "base/error.h"
 #include "model/model.h"
-#include "fixtures/tiny.h"
+#include "tiny/tiny.h"
 #include "testing/allclose.h"
 #include "testing/tiny_models.h"
 

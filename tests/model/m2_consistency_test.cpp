@@ -19,7 +19,7 @@
 #include "model/model.h"
 #include "formats/safetensors.h"
 #include "formats/safetensors_writer.h"
-#include "fixtures/tiny.h"
+#include "tiny/tiny.h"
 #include "ops/ops.h"
 #include "testing/allclose.h"
 #include "testing/tiny_models.h"

@@ -20,7 +20,7 @@
 #include "model/config.h"
 #include "model/model.h"
 #include "model/msa_stats.h"
-#include "fixtures/tiny.h"
+#include "tiny/tiny.h"
 #include "ops/ops.h"
 #include "testing/allclose.h"
 #include "testing/tiny_models.h"

@@ -18,7 +18,7 @@
 #include "engine/generate.h"
 #include "model/config.h"
 #include "model/model.h"
-#include "fixtures/tiny.h"
+#include "tiny/tiny.h"
 #include "model/weights.h"
 #include "ops/ops.h"
 #include "testing/allclose.h"

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "fake_engine.h"
-#include "fixtures/tiny.h"
+#include "tiny/tiny.h"
 #include "server/server.h"
 #include "testing/checkpoint_files.h"
 

@@ -15,7 +15,7 @@
 #include <fmt/format.h>
 
 #include "model/model.h"
-#include "fixtures/tiny.h"
+#include "tiny/tiny.h"
 
 namespace mmx::testing {
 

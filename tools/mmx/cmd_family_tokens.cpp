@@ -6,7 +6,7 @@
 // docs/models.md); their templates write tokens that tokenizer lacks (M1 <beginning_of_sentence>,
 // M3 ]<]minimax[>[ and <mm:think>). What it does (the Hugging Face add_special_tokens +
 // resize_token_embeddings pair):
-//   * each special token of the family (fixtures/tiny_tokenizer.h: family_tokens) that the
+//   * each special token of the family (tiny/tiny_tokenizer.h: family_tokens) that the
 //     tokenizer lacks is appended, ids V, V+1, ... (tokenizer.json added_tokens and vocab);
 //   * every [V, H] tensor named *embed_tokens.weight or *lm_head.weight grows by those rows. An
 //     input row copies the token of the same role the model was trained with (bos ← ]~!b[,
@@ -29,7 +29,7 @@
 #include "base/error.h"
 #include "base/file_io.h"
 #include "common.h"
-#include "fixtures/tiny_tokenizer.h"
+#include "tiny/tiny_tokenizer.h"
 #include "formats/safetensors.h"
 #include "formats/safetensors_writer.h"
 

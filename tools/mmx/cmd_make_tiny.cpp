@@ -2,7 +2,7 @@
 #include <cstdio>
 
 #include "common.h"
-#include "fixtures/tiny.h"
+#include "tiny/tiny.h"
 
 namespace mmx::cli {
 

@@ -17,7 +17,7 @@
 
 #include "base/error.h"
 #include "common.h"
-#include "fixtures/m2_chat_template.h"
+#include "tiny/m2_chat_template.h"
 #include "tokenizer/bpe_trainer.h"
 #include "tokenizer/m2_tokens.h"
 

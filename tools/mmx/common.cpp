@@ -1,6 +1,6 @@
 #include "common.h"
 
-#include "fixtures/tiny.h"
+#include "tiny/tiny.h"
 
 #include <map>
 #include <algorithm>

@@ -9,7 +9,7 @@
 
 #include "formats/checkpoint.h"
 #include "model/model.h"
-#include "fixtures/tiny.h"
+#include "tiny/tiny.h"
 
 namespace mmx {
 class ChatTemplate;

@@ -15,16 +15,18 @@
 // probabilities (detached), student = softmax over the same keys of iq·ik/√di; the indexer's input
 // h1 is detached, so the KL trains only the index projections / norms and the CE everything else.
 // Blocks are blocks of the packed row index within a sequence (as torch); RoPE uses the positions.
+// The embedding, the norms and residuals of the layer skeleton (pre-norm, α = β = 1), lm_head and
+// the loads are graph_base.h's; this file has the attention + indexer and FFN / MoE branches.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <map>
 #include <string>
 
 #include "base/error.h"
 #include "train/families.h"
-#include "train/graph.h"
+#include "train/graph_base.h"
 #include "train/kernels.h"
 #include "train/kernels_msa.h"
 #include "train/moe_block.h"
@@ -53,7 +55,6 @@ struct FfnActs {
 template <class T>
 struct LayerActs {
   bool sparse = false, moe = false;
-  Vec<T> x_in, h1, r1;             // [n,d] [n,d] [n]
   Vec<T> q_raw, k_raw, rq, rk;     // [n,qd] [n,kvd] [n,H] [n,KH]
   Vec<T> q, k, v;                  // after QK-norm + RoPE
   Vec<T> iq_raw, ik_raw, riq, rik;  // [n,G·di] [n,di] [n,G] [n] (sparse)
@@ -62,7 +63,6 @@ struct LayerActs {
   Vec<int32_t> sel;                // [S, G, t, K] selected blocks (sparse)
   Vec<T> p;                        // [S, H, t, t] attention probabilities
   Vec<T> att;                      // [n, qd]
-  Vec<T> x_mid, h2, r2;            // [n,d] [n,d] [n]
   FfnActs<T> mlp;                  // dense layers: [n, dense_ffn]
   // MoE layers: the routed experts are moe_[il] (train/moe_block.h)
   FfnActs<T> sh;                   // shared expert [n, fs]
@@ -70,21 +70,19 @@ struct LayerActs {
 };
 
 template <class T>
-class M3Graph final : public Graph<T> {
+class M3Graph final : public GraphBase<T> {
+  using Base = GraphBase<T>;
+  using Base::b_, Base::blocks_, Base::c_, Base::dbr_, Base::dh_, Base::loads_, Base::lp, Base::P_, Base::pos_,
+      Base::vis_of, Base::residual, Base::eps_;
+
  public:
   M3Graph(const ModelConfig& c, ParamSet<T>& P, int64_t max_seqs, int64_t seq_len)
-      : c_(c),
-        P_(P),
-        max_seqs_(max_seqs),
-        seq_len_(seq_len),
-        pre_(c.tensor_prefix),
-        eps_(exact(c.norm_eps)),
+      : Base(c, P, max_seqs, seq_len, c.tensor_prefix, exact(c.norm_eps), false),
         alpha_(exact(c.swiglu_alpha)),
         limit_(exact(c.swiglu_limit)),
         rs_(exact(c.routed_scaling_factor)) {
     const int64_t n = max_seqs * seq_len, t = seq_len, d = c.d_model, qd = c.q_dim(), kvd = c.kv_dim();
-    const int64_t E = c.n_experts, f = c.ffn_dim, G = c.msa.index_heads,
-                  di = c.msa.index_dim;
+    const int64_t f = c.ffn_dim, G = c.msa.index_heads, di = c.msa.index_dim;
     acts_.resize(size_t(c.n_layers));
     moe_.resize(size_t(c.n_layers));
     int64_t fmax = std::max<int64_t>(c.dense_ffn_dim, c.shared_ffn_dim);
@@ -92,9 +90,6 @@ class M3Graph final : public Graph<T> {
       LayerActs<T>& L = acts_[size_t(il)];
       L.sparse = c.layer_kinds[size_t(il)] == LayerKind::kSparse;
       L.moe = c.is_moe_layer(il);
-      for (Vec<T>* v : {&L.x_in, &L.h1, &L.x_mid, &L.h2}) v->resize(size_t(n * d));
-      L.r1.resize(size_t(n));
-      L.r2.resize(size_t(n));
       L.rq.resize(size_t(n * c.n_heads));
       L.rk.resize(size_t(n * c.n_kv_heads));
       for (Vec<T>* v : {&L.q_raw, &L.q, &L.att}) v->resize(size_t(n * qd));
@@ -124,11 +119,6 @@ class M3Graph final : public Graph<T> {
       }
     }
     fmax = std::max(fmax, f);
-    x_.resize(size_t(n * d));
-    hf_.resize(size_t(n * d));
-    rf_.resize(size_t(n));
-    logits_.resize(size_t(n * c.vocab_size));
-    for (Vec<T>* v : {&dx_, &dh_}) v->resize(size_t(n * d));
     for (Vec<T>* v : {&dq_, &dq_raw_, &datt_}) v->resize(size_t(n * qd));
     for (Vec<T>* v : {&dk_, &dv_, &dk_raw_}) v->resize(size_t(n * kvd));
     diq_.resize(size_t(n * std::max<int64_t>(G, 1) * std::max<int64_t>(di, 1)));
@@ -137,39 +127,17 @@ class M3Graph final : public Graph<T> {
     dik_raw_.resize(dik_.size());
     dz_.resize(size_t(std::max<int64_t>(G, 1) * t * t));
     for (Vec<T>* v : {&da_, &dg_, &du_}) v->resize(size_t(n * fmax));  // dense MLP / shared expert
-    pos_.resize(size_t(n));
-    loads_.assign(size_t(c.n_layers), std::vector<int64_t>(size_t(std::max<int64_t>(E, 0)), 0));
-  }
-
-  double forward(const TrainBatch& b, T* logits) override {
-    run_forward(b);
-    const double loss =
-        cross_entropy<T>(logits_.data(), b.targets, b.n_seqs * b.seq_len, c_.vocab_size, 0.0, nullptr);
-    if (logits) std::memcpy(logits, logits_.data(), sizeof(T) * size_t(b.n_seqs * b.seq_len * c_.vocab_size));
-    return loss;
-  }
-
-  double forward_backward(const TrainBatch& b, double grad_scale) override {
-    run_forward(b);
-    const int64_t n = b.n_seqs * b.seq_len;
-    const double loss = cross_entropy<T>(logits_.data(), b.targets, n, c_.vocab_size, grad_scale, logits_.data());
-    run_backward(b);
-    return loss;
   }
 
   double index_kl() const override { return kl_; }
 
-  std::vector<std::vector<int64_t>> take_expert_loads() override {
-    auto out = loads_;
-    for (auto& l : loads_) std::fill(l.begin(), l.end(), 0);
-    return out;
-  }
-
  private:
-  std::string lp(int il) const { return pre_ + "model.layers." + std::to_string(il) + "."; }
+  // Pre-norm, plain residuals (x += branch): α = β = 1.
+  ResidualScale attention_scale(int) const override { return {}; }
+  ResidualScale ffn_scale(int) const override { return {}; }
 
   // The effective norm gain of a checkpoint gain w: 1 + w (Gemma) or w; refreshed every forward.
-  const T* gain(const std::string& name) {
+  const T* gain(const std::string& name) override {
     Vec<T>& g = gains_[name];
     const ParamInfo& info = P_.infos[P_.index(name)];
     const T* w = P_.value.data() + info.offset;
@@ -178,87 +146,62 @@ class M3Graph final : public Graph<T> {
     for (int64_t i = 0; i < info.numel; ++i) g[size_t(i)] = off + w[i];
     return g.data();
   }
-  const T* gain_saved(const std::string& name) { return gains_.at(name).data(); }
+  const T* gain_saved(const std::string& name) override { return gains_.at(name).data(); }
 
-  const uint8_t* vis_of(const TrainBatch& b, int64_t s) const {
-    return b.visibility ? b.visibility + s * b.seq_len * b.seq_len : nullptr;
-  }
-
-  void run_forward(const TrainBatch& b) {
-    check_batch(c_, b, max_seqs_, seq_len_);
-    const int64_t S = b.n_seqs, t = b.seq_len, n = S * t, d = c_.d_model, qd = c_.q_dim(), kvd = c_.kv_dim();
-    const int H = c_.n_heads, KH = c_.n_kv_heads, hd = c_.head_dim, G = c_.msa.index_heads, di = c_.msa.index_dim;
-    const int B = c_.msa.block, K = c_.msa.topk;
-    for (int64_t i = 0; i < n; ++i) pos_[size_t(i)] = b.positions ? b.positions[i] : int32_t(i % t);
-    // KL normaliser: n_index_heads · counted rows (torch: rows with a real input token).
+  // KL normaliser: n_index_heads · counted rows (torch: rows with a real input token).
+  void begin_forward() override {
+    const int64_t n = this->rows();
     int64_t rows = n;
-    if (b.index_rows) {
+    if (b_.index_rows) {
       rows = 0;
-      for (int64_t i = 0; i < n; ++i) rows += b.index_rows[i] != 0;
+      for (int64_t i = 0; i < n; ++i) rows += b_.index_rows[i] != 0;
     }
-    kl_norm_ = double(std::max<int64_t>(G, 1)) * double(std::max<int64_t>(rows, 1));
+    kl_norm_ = double(std::max<int64_t>(c_.msa.index_heads, 1)) * double(std::max<int64_t>(rows, 1));
     kl_ = 0;
-    embedding_fwd<T>(P_.p(pre_ + "model.embed_tokens.weight"), b.tokens, n, d, x_.data());
-    const double scale = 1.0 / std::sqrt(double(hd));
-    for (int il = 0; il < c_.n_layers; ++il) {
-      LayerActs<T>& L = acts_[size_t(il)];
-      const std::string p = lp(il), a = p + "self_attn.";
-      std::memcpy(L.x_in.data(), x_.data(), sizeof(T) * size_t(n * d));
-      rms_norm_fwd<T>(x_.data(), gain(p + "input_layernorm.weight"), n, d, eps_, L.h1.data(), L.r1.data());
-      linear_fwd<T>(L.h1.data(), P_.p(a + "q_proj.weight"), n, d, qd, L.q_raw.data());
-      linear_fwd<T>(L.h1.data(), P_.p(a + "k_proj.weight"), n, d, kvd, L.k_raw.data());
-      linear_fwd<T>(L.h1.data(), P_.p(a + "v_proj.weight"), n, d, kvd, L.v.data());
-      rms_norm_heads_fwd<T>(L.q_raw.data(), gain(a + "q_norm.weight"), n, H, hd, eps_, L.q.data(), L.rq.data());
-      rms_norm_heads_fwd<T>(L.k_raw.data(), gain(a + "k_norm.weight"), n, KH, hd, eps_, L.k.data(),
-                            L.rk.data());
-      rope<T>(L.q.data(), pos_.data(), n, H, hd, c_.rotary_dim, c_.rope_theta, false);
-      rope<T>(L.k.data(), pos_.data(), n, KH, hd, c_.rotary_dim, c_.rope_theta, false);
-      if (L.sparse) {
-        linear_fwd<T>(L.h1.data(), P_.p(a + "index_q_proj.weight"), n, d, int64_t(G) * di, L.iq_raw.data());
-        linear_fwd<T>(L.h1.data(), P_.p(a + "index_k_proj.weight"), n, d, di, L.ik_raw.data());
-        rms_norm_heads_fwd<T>(L.iq_raw.data(), gain(a + "index_q_norm.weight"), n, G, di, eps_, L.iq.data(),
-                              L.riq.data());
-        rms_norm_heads_fwd<T>(L.ik_raw.data(), gain(a + "index_k_norm.weight"), n, 1, di, eps_, L.ik.data(),
-                              L.rik.data());
-        rope<T>(L.iq.data(), pos_.data(), n, G, di, c_.rotary_dim, c_.rope_theta, false);
-        rope<T>(L.ik.data(), pos_.data(), n, 1, di, c_.rotary_dim, c_.rope_theta, false);
-        for (int64_t s = 0; s < S; ++s) {
-          T* z = L.z.data() + s * G * t * t;
-          int32_t* sel = L.sel.data() + s * G * t * K;
-          msa_index_scores<T>(L.iq.data() + s * t * G * di, L.ik.data() + s * t * di, t, G, di, z);
-          msa_select<T>(z, vis_of(b, s), t, G, B, K, sel);
-          msa_attention_fwd<T>(L.q.data() + s * t * qd, L.k.data() + s * t * kvd, L.v.data() + s * t * kvd,
-                               vis_of(b, s), sel, t, H, KH, hd, B, K, scale, L.att.data() + s * t * qd,
-                               L.p.data() + s * H * t * t);
-          kl_ += msa_index_kl<T>(z, L.p.data() + s * H * t * t, vis_of(b, s), sel,
-                                 b.index_rows ? b.index_rows + s * t : nullptr, t, H, G, B, K,
-                                 1.0 / std::sqrt(double(di)), 0.0, nullptr) /
-                 kl_norm_;
-        }
-      } else {
-        for (int64_t s = 0; s < S; ++s)
-          attention_fwd<T>(L.q.data() + s * t * qd, L.k.data() + s * t * kvd, L.v.data() + s * t * kvd, vis_of(b, s),
-                           t, H, KH, hd, scale, L.att.data() + s * t * qd, L.p.data() + s * H * t * t);
-      }
-      linear_fwd<T>(L.att.data(), P_.p(a + "o_proj.weight"), n, qd, d, dh_.data());
-      add_into(x_.data(), dh_.data(), n * d);
-      std::memcpy(L.x_mid.data(), x_.data(), sizeof(T) * size_t(n * d));
-      rms_norm_fwd<T>(x_.data(), gain(p + "post_attention_layernorm.weight"), n, d, eps_, L.h2.data(),
-                      L.r2.data());
-      if (L.moe) {
-        moe_forward(il, n);
-      } else {
-        ffn_fwd(p + "mlp.", L.h2.data(), n, c_.dense_ffn_dim, L.mlp, dh_.data());
-        add_into(x_.data(), dh_.data(), n * d);
-      }
-    }
-    rms_norm_fwd<T>(x_.data(), gain(pre_ + "model.norm.weight"), n, d, eps_, hf_.data(), rf_.data());
-    linear_fwd<T>(hf_.data(), P_.p(pre_ + "lm_head.weight"), n, d, c_.vocab_size, logits_.data());
   }
 
-  static void add_into(T* x, const T* y, int64_t m) {
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < m; ++i) x[i] += y[i];
+  // Attention (+ the indexer and its KL on sparse layers) over h1 -> out [n, d].
+  void attention_forward(int il, T* out) override {
+    LayerActs<T>& L = acts_[size_t(il)];
+    const T* h1 = blocks_[size_t(il)].h1.data();
+    const auto [S, t, n, d, qd, kvd, H, KH, hd, scale] = this->dims();
+    const int G = c_.msa.index_heads, di = c_.msa.index_dim;
+    const int B = c_.msa.block, K = c_.msa.topk;
+    const std::string a = lp(il) + "self_attn.";
+    linear_fwd<T>(h1, P_.p(a + "q_proj.weight"), n, d, qd, L.q_raw.data());
+    linear_fwd<T>(h1, P_.p(a + "k_proj.weight"), n, d, kvd, L.k_raw.data());
+    linear_fwd<T>(h1, P_.p(a + "v_proj.weight"), n, d, kvd, L.v.data());
+    rms_norm_heads_fwd<T>(L.q_raw.data(), gain(a + "q_norm.weight"), n, H, hd, eps_, L.q.data(), L.rq.data());
+    rms_norm_heads_fwd<T>(L.k_raw.data(), gain(a + "k_norm.weight"), n, KH, hd, eps_, L.k.data(), L.rk.data());
+    rope<T>(L.q.data(), pos_.data(), n, H, hd, c_.rotary_dim, c_.rope_theta, false);
+    rope<T>(L.k.data(), pos_.data(), n, KH, hd, c_.rotary_dim, c_.rope_theta, false);
+    if (L.sparse) {
+      linear_fwd<T>(h1, P_.p(a + "index_q_proj.weight"), n, d, int64_t(G) * di, L.iq_raw.data());
+      linear_fwd<T>(h1, P_.p(a + "index_k_proj.weight"), n, d, di, L.ik_raw.data());
+      rms_norm_heads_fwd<T>(L.iq_raw.data(), gain(a + "index_q_norm.weight"), n, G, di, eps_, L.iq.data(),
+                            L.riq.data());
+      rms_norm_heads_fwd<T>(L.ik_raw.data(), gain(a + "index_k_norm.weight"), n, 1, di, eps_, L.ik.data(),
+                            L.rik.data());
+      rope<T>(L.iq.data(), pos_.data(), n, G, di, c_.rotary_dim, c_.rope_theta, false);
+      rope<T>(L.ik.data(), pos_.data(), n, 1, di, c_.rotary_dim, c_.rope_theta, false);
+      for (int64_t s = 0; s < S; ++s) {
+        T* z = L.z.data() + s * G * t * t;
+        int32_t* sel = L.sel.data() + s * G * t * K;
+        msa_index_scores<T>(L.iq.data() + s * t * G * di, L.ik.data() + s * t * di, t, G, di, z);
+        msa_select<T>(z, vis_of(s), t, G, B, K, sel);
+        msa_attention_fwd<T>(L.q.data() + s * t * qd, L.k.data() + s * t * kvd, L.v.data() + s * t * kvd, vis_of(s),
+                             sel, t, H, KH, hd, B, K, scale, L.att.data() + s * t * qd, L.p.data() + s * H * t * t);
+        kl_ += msa_index_kl<T>(z, L.p.data() + s * H * t * t, vis_of(s), sel,
+                               b_.index_rows ? b_.index_rows + s * t : nullptr, t, H, G, B, K,
+                               1.0 / std::sqrt(double(di)), 0.0, nullptr) /
+               kl_norm_;
+      }
+    } else {
+      for (int64_t s = 0; s < S; ++s)
+        attention_fwd<T>(L.q.data() + s * t * qd, L.k.data() + s * t * kvd, L.v.data() + s * t * kvd, vis_of(s), t,
+                         H, KH, hd, scale, L.att.data() + s * t * qd, L.p.data() + s * H * t * t);
+    }
+    linear_fwd<T>(L.att.data(), P_.p(a + "o_proj.weight"), n, qd, d, out);
   }
 
   // y [m, d] = down · act(gate · x, up · x) with gate_proj / up_proj / down_proj under `mp`.
@@ -276,130 +219,111 @@ class M3Graph final : public Graph<T> {
     std::fill(dg_.begin(), dg_.begin() + m * f, T(0));
     std::fill(du_.begin(), du_.begin() + m * f, T(0));
     linear_bwd<T>(dy, A.a.data(), P_.p(mp + "down_proj.weight"), m, f, d, da_.data(), P_.g(mp + "down_proj.weight"));
-    swiglu_oai_bwd<T>(da_.data(), A.g.data(), A.u.data(), m * f, alpha_, limit_, dg_.data(),
-                      du_.data());
+    swiglu_oai_bwd<T>(da_.data(), A.g.data(), A.u.data(), m * f, alpha_, limit_, dg_.data(), du_.data());
     linear_bwd<T>(dg_.data(), x, P_.p(mp + "gate_proj.weight"), m, d, f, dx, P_.g(mp + "gate_proj.weight"));
     linear_bwd<T>(du_.data(), x, P_.p(mp + "up_proj.weight"), m, d, f, dx, P_.g(mp + "up_proj.weight"));
   }
 
-  // x += rs · Σ_j w_rj · expert(h2_r) + shared(h2_r)
-  void moe_forward(int il, int64_t n) {
+  // Dense layers: x += mlp(h2). MoE layers: x += rs · Σ_j w_rj · expert(h2_r), then x += shared(h2).
+  void ffn_forward(int il) override {
     LayerActs<T>& L = acts_[size_t(il)];
+    const T* h2 = blocks_[size_t(il)].h2.data();
+    const int64_t n = this->rows(), nd = n * c_.d_model;
+    if (!L.moe) {
+      ffn_fwd(lp(il) + "mlp.", h2, n, c_.dense_ffn_dim, L.mlp, dh_.data());
+      residual(h2, dh_.data(), {}, nd);
+      return;
+    }
     const std::string mp = lp(il) + "block_sparse_moe.";
-    const int64_t d = c_.d_model;
-    moe_[size_t(il)]->forward(P_, mp, L.h2.data(), n, dh_.data(), loads_[size_t(il)].data());
-    add_into(x_.data(), dh_.data(), n * d);
+    moe_[size_t(il)]->forward(P_, mp, h2, n, dh_.data(), loads_[size_t(il)].data());
+    residual(h2, dh_.data(), {}, nd);
     if (c_.shared_ffn_dim > 0) {
-      ffn_fwd(mp + "shared_experts.", L.h2.data(), n, c_.shared_ffn_dim, L.sh, L.ysh.data());
-      add_into(x_.data(), L.ysh.data(), n * d);
+      ffn_fwd(mp + "shared_experts.", h2, n, c_.shared_ffn_dim, L.sh, L.ysh.data());
+      residual(h2, L.ysh.data(), {}, nd);
     }
   }
 
-  void run_backward(const TrainBatch& b) {
-    const int64_t S = b.n_seqs, t = b.seq_len, n = S * t, d = c_.d_model, qd = c_.q_dim(), kvd = c_.kv_dim();
-    const int H = c_.n_heads, KH = c_.n_kv_heads, hd = c_.head_dim, G = c_.msa.index_heads, di = c_.msa.index_dim;
-    const int B = c_.msa.block, K = c_.msa.topk;
-    const double scale = 1.0 / std::sqrt(double(hd));
-    const double wkl = b.index_loss_weight;
-    std::fill(dx_.begin(), dx_.begin() + n * d, T(0));
-    std::fill(dh_.begin(), dh_.begin() + n * d, T(0));
-    linear_bwd<T>(logits_.data(), hf_.data(), P_.p(pre_ + "lm_head.weight"), n, d, c_.vocab_size, dh_.data(),
-                  P_.g(pre_ + "lm_head.weight"));
-    rms_norm_bwd<T>(dh_.data(), x_.data(), gain_saved(pre_ + "model.norm.weight"), rf_.data(), n, d, dx_.data(),
-                    P_.g(pre_ + "model.norm.weight"));
-    for (int il = c_.n_layers - 1; il >= 0; --il) {
-      LayerActs<T>& L = acts_[size_t(il)];
-      const std::string p = lp(il), a = p + "self_attn.";
-      // ---- FFN: x_out = x_mid + ffn(h2) ----
-      std::fill(dh_.begin(), dh_.begin() + n * d, T(0));
-      if (L.moe) moe_backward(il, n);
-      else ffn_bwd(p + "mlp.", dx_.data(), L.h2.data(), n, c_.dense_ffn_dim, L.mlp, dh_.data());
-      rms_norm_bwd<T>(dh_.data(), L.x_mid.data(), gain_saved(p + "post_attention_layernorm.weight"), L.r2.data(), n, d,
-                      dx_.data(), P_.g(p + "post_attention_layernorm.weight"));
-      // ---- attention: x_mid = x_in + Wo · att ----
-      std::fill(datt_.begin(), datt_.begin() + n * qd, T(0));
-      linear_bwd<T>(dx_.data(), L.att.data(), P_.p(a + "o_proj.weight"), n, qd, d, datt_.data(),
-                    P_.g(a + "o_proj.weight"));
-      std::fill(dq_.begin(), dq_.begin() + n * qd, T(0));
-      std::fill(dk_.begin(), dk_.begin() + n * kvd, T(0));
-      std::fill(dv_.begin(), dv_.begin() + n * kvd, T(0));
-      for (int64_t s = 0; s < S; ++s)
-        msa_attention_bwd<T>(datt_.data() + s * t * qd, L.q.data() + s * t * qd, L.k.data() + s * t * kvd,
-                             L.v.data() + s * t * kvd, L.p.data() + s * H * t * t, t, H, KH, hd, scale,
-                             dq_.data() + s * t * qd, dk_.data() + s * t * kvd, dv_.data() + s * t * kvd);
-      rope<T>(dq_.data(), pos_.data(), n, H, hd, c_.rotary_dim, c_.rope_theta, true);
-      rope<T>(dk_.data(), pos_.data(), n, KH, hd, c_.rotary_dim, c_.rope_theta, true);
-      std::fill(dq_raw_.begin(), dq_raw_.begin() + n * qd, T(0));
-      std::fill(dk_raw_.begin(), dk_raw_.begin() + n * kvd, T(0));
-      rms_norm_heads_bwd<T>(dq_.data(), L.q_raw.data(), gain_saved(a + "q_norm.weight"), L.rq.data(), n, H, hd,
-                            dq_raw_.data(), P_.g(a + "q_norm.weight"));
-      rms_norm_heads_bwd<T>(dk_.data(), L.k_raw.data(), gain_saved(a + "k_norm.weight"), L.rk.data(), n, KH, hd,
-                            dk_raw_.data(), P_.g(a + "k_norm.weight"));
-      std::fill(dh_.begin(), dh_.begin() + n * d, T(0));
-      linear_bwd<T>(dq_raw_.data(), L.h1.data(), P_.p(a + "q_proj.weight"), n, d, qd, dh_.data(),
-                    P_.g(a + "q_proj.weight"));
-      linear_bwd<T>(dk_raw_.data(), L.h1.data(), P_.p(a + "k_proj.weight"), n, d, kvd, dh_.data(),
-                    P_.g(a + "k_proj.weight"));
-      linear_bwd<T>(dv_.data(), L.h1.data(), P_.p(a + "v_proj.weight"), n, d, kvd, dh_.data(),
-                    P_.g(a + "v_proj.weight"));
-      // ---- indexer: the KL only; its input h1 is detached (no dh) ----
-      if (L.sparse && wkl != 0.0) {
-        const int64_t iqd = int64_t(G) * di;
-        std::fill(diq_.begin(), diq_.begin() + n * iqd, T(0));
-        std::fill(dik_.begin(), dik_.begin() + n * di, T(0));
-        for (int64_t s = 0; s < S; ++s) {
-          const T* z = L.z.data() + s * G * t * t;
-          const int32_t* sel = L.sel.data() + s * G * t * K;
-          std::fill(dz_.begin(), dz_.begin() + G * t * t, T(0));
-          msa_index_kl<T>(z, L.p.data() + s * H * t * t, vis_of(b, s), sel,
-                          b.index_rows ? b.index_rows + s * t : nullptr, t, H, G, B, K, 1.0 / std::sqrt(double(di)),
-                          wkl / kl_norm_, dz_.data());
-          msa_index_scores_bwd<T>(dz_.data(), L.iq.data() + s * t * iqd, L.ik.data() + s * t * di, t, G, di,
-                                  diq_.data() + s * t * iqd, dik_.data() + s * t * di);
-        }
-        rope<T>(diq_.data(), pos_.data(), n, G, di, c_.rotary_dim, c_.rope_theta, true);
-        rope<T>(dik_.data(), pos_.data(), n, 1, di, c_.rotary_dim, c_.rope_theta, true);
-        std::fill(diq_raw_.begin(), diq_raw_.begin() + n * iqd, T(0));
-        std::fill(dik_raw_.begin(), dik_raw_.begin() + n * di, T(0));
-        rms_norm_heads_bwd<T>(diq_.data(), L.iq_raw.data(), gain_saved(a + "index_q_norm.weight"), L.riq.data(), n, G,
-                              di, diq_raw_.data(), P_.g(a + "index_q_norm.weight"));
-        rms_norm_heads_bwd<T>(dik_.data(), L.ik_raw.data(), gain_saved(a + "index_k_norm.weight"), L.rik.data(), n, 1,
-                              di, dik_raw_.data(), P_.g(a + "index_k_norm.weight"));
-        linear_bwd<T>(diq_raw_.data(), L.h1.data(), P_.p(a + "index_q_proj.weight"), n, d, iqd, nullptr,
-                      P_.g(a + "index_q_proj.weight"));
-        linear_bwd<T>(dik_raw_.data(), L.h1.data(), P_.p(a + "index_k_proj.weight"), n, d, di, nullptr,
-                      P_.g(a + "index_k_proj.weight"));
-      }
-      rms_norm_bwd<T>(dh_.data(), L.x_in.data(), gain_saved(p + "input_layernorm.weight"), L.r1.data(), n, d,
-                      dx_.data(), P_.g(p + "input_layernorm.weight"));
-    }
-    embedding_bwd<T>(dx_.data(), b.tokens, n, d, P_.g(pre_ + "model.embed_tokens.weight"));
-  }
-
-  // dx_ = d(x_out) on entry; accumulates d(h2) into dh_.
-  // dx_ = d(x_out) on entry (pre-norm identity path); adds d(h2) into dh_.
-  void moe_backward(int il, int64_t n) {
+  // dbr_ = d(x_out) -> adds d(h2) into dh_.
+  void ffn_backward(int il) override {
     LayerActs<T>& L = acts_[size_t(il)];
+    const T* h2 = blocks_[size_t(il)].h2.data();
+    const int64_t n = this->rows();
+    if (!L.moe) {
+      ffn_bwd(lp(il) + "mlp.", dbr_.data(), h2, n, c_.dense_ffn_dim, L.mlp, dh_.data());
+      return;
+    }
     const std::string mp = lp(il) + "block_sparse_moe.";
-    moe_[size_t(il)]->backward(P_, mp, L.h2.data(), dx_.data(), n, dh_.data(), moe_scratch_);
+    moe_[size_t(il)]->backward(P_, mp, h2, dbr_.data(), n, dh_.data(), moe_scratch_);
     if (c_.shared_ffn_dim > 0)
-      ffn_bwd(mp + "shared_experts.", dx_.data(), L.h2.data(), n, c_.shared_ffn_dim, L.sh, dh_.data());
+      ffn_bwd(mp + "shared_experts.", dbr_.data(), h2, n, c_.shared_ffn_dim, L.sh, dh_.data());
   }
 
-  const ModelConfig& c_;
-  ParamSet<T>& P_;
-  int64_t max_seqs_, seq_len_;
-  std::string pre_;                                   // tensor name prefix ("language_model.")
-  double eps_, alpha_, limit_, rs_;                   // the config's decimals (exact())
+  // dbr_ = d(Wo · att) -> adds d(h1) into dh_; the indexer gets the KL's gradient only (its input
+  // h1 is detached).
+  void attention_backward(int il) override {
+    LayerActs<T>& L = acts_[size_t(il)];
+    const T* h1 = blocks_[size_t(il)].h1.data();
+    const auto [S, t, n, d, qd, kvd, H, KH, hd, scale] = this->dims();
+    const int G = c_.msa.index_heads, di = c_.msa.index_dim;
+    const int B = c_.msa.block, K = c_.msa.topk;
+    const double wkl = b_.index_loss_weight;
+    const std::string a = lp(il) + "self_attn.";
+    std::fill(datt_.begin(), datt_.begin() + n * qd, T(0));
+    linear_bwd<T>(dbr_.data(), L.att.data(), P_.p(a + "o_proj.weight"), n, qd, d, datt_.data(),
+                  P_.g(a + "o_proj.weight"));
+    std::fill(dq_.begin(), dq_.begin() + n * qd, T(0));
+    std::fill(dk_.begin(), dk_.begin() + n * kvd, T(0));
+    std::fill(dv_.begin(), dv_.begin() + n * kvd, T(0));
+    for (int64_t s = 0; s < S; ++s)
+      msa_attention_bwd<T>(datt_.data() + s * t * qd, L.q.data() + s * t * qd, L.k.data() + s * t * kvd,
+                           L.v.data() + s * t * kvd, L.p.data() + s * H * t * t, t, H, KH, hd, scale,
+                           dq_.data() + s * t * qd, dk_.data() + s * t * kvd, dv_.data() + s * t * kvd);
+    rope<T>(dq_.data(), pos_.data(), n, H, hd, c_.rotary_dim, c_.rope_theta, true);
+    rope<T>(dk_.data(), pos_.data(), n, KH, hd, c_.rotary_dim, c_.rope_theta, true);
+    std::fill(dq_raw_.begin(), dq_raw_.begin() + n * qd, T(0));
+    std::fill(dk_raw_.begin(), dk_raw_.begin() + n * kvd, T(0));
+    rms_norm_heads_bwd<T>(dq_.data(), L.q_raw.data(), gain_saved(a + "q_norm.weight"), L.rq.data(), n, H, hd,
+                          dq_raw_.data(), P_.g(a + "q_norm.weight"));
+    rms_norm_heads_bwd<T>(dk_.data(), L.k_raw.data(), gain_saved(a + "k_norm.weight"), L.rk.data(), n, KH, hd,
+                          dk_raw_.data(), P_.g(a + "k_norm.weight"));
+    linear_bwd<T>(dq_raw_.data(), h1, P_.p(a + "q_proj.weight"), n, d, qd, dh_.data(), P_.g(a + "q_proj.weight"));
+    linear_bwd<T>(dk_raw_.data(), h1, P_.p(a + "k_proj.weight"), n, d, kvd, dh_.data(), P_.g(a + "k_proj.weight"));
+    linear_bwd<T>(dv_.data(), h1, P_.p(a + "v_proj.weight"), n, d, kvd, dh_.data(), P_.g(a + "v_proj.weight"));
+    if (!L.sparse || wkl == 0.0) return;
+    // ---- indexer: the KL only; its input h1 is detached (no dh) ----
+    const int64_t iqd = int64_t(G) * di;
+    std::fill(diq_.begin(), diq_.begin() + n * iqd, T(0));
+    std::fill(dik_.begin(), dik_.begin() + n * di, T(0));
+    for (int64_t s = 0; s < S; ++s) {
+      const T* z = L.z.data() + s * G * t * t;
+      const int32_t* sel = L.sel.data() + s * G * t * K;
+      std::fill(dz_.begin(), dz_.begin() + G * t * t, T(0));
+      msa_index_kl<T>(z, L.p.data() + s * H * t * t, vis_of(s), sel, b_.index_rows ? b_.index_rows + s * t : nullptr, t,
+                      H, G, B, K, 1.0 / std::sqrt(double(di)), wkl / kl_norm_, dz_.data());
+      msa_index_scores_bwd<T>(dz_.data(), L.iq.data() + s * t * iqd, L.ik.data() + s * t * di, t, G, di,
+                              diq_.data() + s * t * iqd, dik_.data() + s * t * di);
+    }
+    rope<T>(diq_.data(), pos_.data(), n, G, di, c_.rotary_dim, c_.rope_theta, true);
+    rope<T>(dik_.data(), pos_.data(), n, 1, di, c_.rotary_dim, c_.rope_theta, true);
+    std::fill(diq_raw_.begin(), diq_raw_.begin() + n * iqd, T(0));
+    std::fill(dik_raw_.begin(), dik_raw_.begin() + n * di, T(0));
+    rms_norm_heads_bwd<T>(diq_.data(), L.iq_raw.data(), gain_saved(a + "index_q_norm.weight"), L.riq.data(), n, G, di,
+                          diq_raw_.data(), P_.g(a + "index_q_norm.weight"));
+    rms_norm_heads_bwd<T>(dik_.data(), L.ik_raw.data(), gain_saved(a + "index_k_norm.weight"), L.rik.data(), n, 1, di,
+                          dik_raw_.data(), P_.g(a + "index_k_norm.weight"));
+    linear_bwd<T>(diq_raw_.data(), h1, P_.p(a + "index_q_proj.weight"), n, d, iqd, nullptr,
+                  P_.g(a + "index_q_proj.weight"));
+    linear_bwd<T>(dik_raw_.data(), h1, P_.p(a + "index_k_proj.weight"), n, d, di, nullptr,
+                  P_.g(a + "index_k_proj.weight"));
+  }
+
+  double alpha_, limit_, rs_;                         // the config's decimals (exact())
   std::vector<LayerActs<T>> acts_;
   std::map<std::string, Vec<T>> gains_;               // effective norm gains of the last forward
-  Vec<T> x_, hf_, rf_, logits_;
-  Vec<T> dx_, dh_, dq_, dk_, dv_, dq_raw_, dk_raw_, datt_, diq_, dik_, diq_raw_, dik_raw_, dz_;
+  Vec<T> dq_, dk_, dv_, dq_raw_, dk_raw_, datt_, diq_, dik_, diq_raw_, dik_raw_, dz_;
   Vec<T> da_, dg_, du_;                               // dense MLP / shared expert scratch
   std::vector<std::unique_ptr<MoeBlock<T>>> moe_;     // [n_layers] routed experts (null: dense layer)
   MoeScratch<T> moe_scratch_;
-  Vec<int32_t> pos_;
-  std::vector<std::vector<int64_t>> loads_;
   double kl_ = 0, kl_norm_ = 1;
 };
 

@@ -11,13 +11,15 @@
 //   logits = lm_head(RMSNorm_final(x));  loss = Σ CE(logits, targets)
 // Architecture differences come from ModelConfig (layer_kinds, postnorm, res_*, router,
 // use_qk_norm), resolved at load; backward runs the same list in reverse, one kernel a step.
+// The embedding, the norms and residuals of the layer skeleton, lm_head and the loads are
+// graph_base.h's; this file has the attention and MoE branches.
+#include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include "base/error.h"
-#include "train/families.h"
-#include "train/graph.h"
 #include "model/layers/attention_lightning.h"
+#include "train/families.h"
+#include "train/graph_base.h"
 #include "train/kernels.h"
 #include "train/kernels_lightning.h"
 #include "train/moe_block.h"
@@ -29,10 +31,10 @@ namespace {
 template <class T>
 using Vec = std::vector<T>;
 
-// Saved activations of one layer; n = rows, E experts, k active.
+// Saved activations of one layer's branches (the skeleton's x_in, h1, ... are GraphBase's);
+// n = rows, E experts, k active.
 template <class T>
 struct LayerActs {
-  Vec<T> x_in, h1, r1;            // [n,d] [n,d] [n]
   Vec<T> q_raw, k_raw, rq, rk;    // [n,qd] [n,kvd] [n] [n]: projections before QK-norm
   Vec<T> q, k, v;                 // [n,qd] [n,kvd] [n,kvd]: after QK-norm + RoPE
   Vec<T> p;                       // [n_seqs, n_heads, t, t] attention probabilities
@@ -42,25 +44,26 @@ struct LayerActs {
   Vec<T> la;                      // [n_seqs, n_heads, t, t] decayed scores (one-block form; masked batches)
   Vec<T> ls;                      // [n_seqs, n_heads, n_blocks, hd, hd] block states (blockwise form)
   Vec<T> lo, lr, ln, lg, lag;     // [n,qd] output, [n] inner-norm rstd, [n,qd] normed, gate logits, gated
-  Vec<T> x_mid, h2, r2;           // [n,d] [n,d] [n]
 };
 
 template <class T>
-class MoeGraph final : public Graph<T> {
+class MoeGraph final : public GraphBase<T> {
+  using Base = GraphBase<T>;
+  using Base::b_, Base::blocks_, Base::c_, Base::dbr_, Base::dh_, Base::loads_, Base::lp, Base::max_seqs_,
+      Base::P_, Base::pos_, Base::seq_len_, Base::vis_of;
+
  public:
   MoeGraph(const ModelConfig& c, ParamSet<T>& P, int64_t max_seqs, int64_t seq_len, const GraphOptions& opt)
-      : c_(c), P_(P), max_seqs_(max_seqs), seq_len_(seq_len) {
+      : Base(c, P, max_seqs, seq_len, "", c.norm_eps, c.postnorm) {
     const int64_t n = max_seqs * seq_len, d = c.d_model, qd = c.q_dim(), kvd = c.kv_dim();
     int64_t softmax_layers = 0;
     for (int il = 0; il < c.n_layers; ++il) softmax_layers += !lightning(il);
     const int64_t p_bytes = softmax_layers * max_seqs * c.n_heads * seq_len * seq_len * int64_t(sizeof(T));
     recompute_ = opt.recompute_attention == 1 || (opt.recompute_attention < 0 && p_bytes > kRecomputeAboveBytes);
-    const int64_t E = c.n_experts, f = c.ffn_dim;
+    const int64_t f = c.ffn_dim;
     acts_.resize(size_t(c.n_layers));
     for (int il = 0; il < c.n_layers; ++il) {
       LayerActs<T>& L = acts_[size_t(il)];
-      for (Vec<T>* v : {&L.x_in, &L.h1, &L.x_mid, &L.h2}) v->resize(size_t(n * d));
-      for (Vec<T>* v : {&L.r1, &L.r2}) v->resize(size_t(n));
       if (lightning(il)) {
         for (Vec<T>* v : {&L.qkv_raw, &L.qkv}) v->resize(size_t(n * 3 * qd));
         for (Vec<T>* v : {&L.lo, &L.ln, &L.lg, &L.lag}) v->resize(size_t(n * qd));
@@ -81,12 +84,6 @@ class MoeGraph final : public Graph<T> {
                      double(c.routed_scaling_factor), c.ffn_act, c.swiglu_alpha, c.swiglu_limit};
     for (int il = 0; il < c.n_layers; ++il) moe_.emplace_back(ms, n);
     moe_scratch_.reserve(ms, n);
-    x_.resize(size_t(n * d));
-    hf_.resize(size_t(n * d));
-    rf_.resize(size_t(n));
-    logits_.resize(size_t(n * c.vocab_size));
-    dx_.resize(size_t(n * d));
-    dh_.resize(size_t(n * d));
     dq_.resize(size_t(n * 3 * qd));  // also the lightning dqkv
     dk_.resize(size_t(n * kvd));
     dv_.resize(size_t(n * kvd));
@@ -94,84 +91,49 @@ class MoeGraph final : public Graph<T> {
     dk_raw_.resize(size_t(n * kvd));
     datt_.resize(size_t(n * qd));
     for (Vec<T>* v : {&dg2_, &dl3_, &dl4_}) v->resize(size_t(n * qd));
-    dbr_.resize(size_t(n * d));
-    pos_.resize(size_t(n));
-    loads_.assign(size_t(c.n_layers), std::vector<int64_t>(size_t(E), 0));
-  }
-
-  double forward(const TrainBatch& b, T* logits) override {
-    run_forward(b);
-    const double loss =
-        cross_entropy<T>(logits_.data(), b.targets, b.n_seqs * b.seq_len, c_.vocab_size, 0.0, nullptr);
-    if (logits) std::memcpy(logits, logits_.data(), sizeof(T) * size_t(b.n_seqs * b.seq_len * c_.vocab_size));
-    return loss;
-  }
-
-  double forward_backward(const TrainBatch& b, double grad_scale) override {
-    run_forward(b);
-    const int64_t n = b.n_seqs * b.seq_len;
-    // The loss and dlogits in one pass (logits_ is overwritten by its gradient).
-    const double loss = cross_entropy<T>(logits_.data(), b.targets, n, c_.vocab_size, grad_scale, logits_.data());
-    run_backward(b);
-    return loss;
-  }
-
-  std::vector<std::vector<int64_t>> take_expert_loads() override {
-    auto out = loads_;
-    for (auto& l : loads_) std::fill(l.begin(), l.end(), 0);
-    return out;
   }
 
  private:
-  std::string lp(int il) const { return "model.layers." + std::to_string(il) + "."; }
   bool lightning(int il) const { return c_.layer_kinds[size_t(il)] == LayerKind::kLightning; }
-  ResidualScale attn_scale(int il) const { return lightning(il) ? c_.res_lightning : c_.res_softmax; }
+  ResidualScale attention_scale(int il) const override { return lightning(il) ? c_.res_lightning : c_.res_softmax; }
+  ResidualScale ffn_scale(int) const override { return c_.res_mlp; }
 
-  // x = α·(postnorm ? h : x) + β·branch, in place in x_.
-  void residual(const Vec<T>& h, const T* branch, ResidualScale r, int64_t n) {
-    const T a = T(r.alpha), b = T(r.beta);
-    const T* base = c_.postnorm ? h.data() : x_.data();
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; ++i) x_[size_t(i)] = a * base[i] + b * branch[i];
+  // Lightning blockwise through the state (O(t)) unless a mask or jumping positions need the
+  // one-block form; the backward uses what the forward chose.
+  void begin_forward() override {
+    const int64_t t = b_.seq_len, n = this->rows();
+    blockwise_ = !this->has_mask();
+    for (int64_t i = 0; i < n && blockwise_; ++i) blockwise_ = i % t == 0 || pos_[size_t(i)] == pos_[size_t(i - 1)] + 1;
   }
 
-  // Fills logits_ [n, V] and every saved activation.
-  void run_forward(const TrainBatch& b) {
-    check_batch(c_, b, max_seqs_, seq_len_);
-    const int64_t t = b.seq_len, n = b.n_seqs * t, d = c_.d_model;
-    for (int64_t i = 0; i < n; ++i) pos_[size_t(i)] = b.positions ? b.positions[i] : int32_t(i % t);
-    // Lightning blockwise through the state (O(t)) unless a mask or jumping positions need the
-    // one-block form; the backward uses what the forward chose.
-    blockwise_ = b.visibility == nullptr;
-    for (int64_t i = 0; i < n && blockwise_; ++i) blockwise_ = i % t == 0 || pos_[size_t(i)] == pos_[size_t(i - 1)] + 1;
-    embedding_fwd<T>(P_.p("model.embed_tokens.weight"), b.tokens, n, d, x_.data());
-    for (int il = 0; il < c_.n_layers; ++il) {
-      LayerActs<T>& L = acts_[size_t(il)];
-      const std::string p = lp(il);
-      std::memcpy(L.x_in.data(), x_.data(), sizeof(T) * size_t(n * d));
-      rms_norm_fwd<T>(x_.data(), P_.p(p + "input_layernorm.weight"), n, d, c_.norm_eps, L.h1.data(), L.r1.data());
-      if (lightning(il)) lightning_forward(b, il, dh_.data());
-      else softmax_forward(b, il, dh_.data());
-      residual(L.h1, dh_.data(), attn_scale(il), n * d);
-      std::memcpy(L.x_mid.data(), x_.data(), sizeof(T) * size_t(n * d));
-      rms_norm_fwd<T>(x_.data(), P_.p(p + "post_attention_layernorm.weight"), n, d, c_.norm_eps, L.h2.data(),
-                      L.r2.data());
-      moe_[size_t(il)].forward(P_, lp(il) + "block_sparse_moe.", L.h2.data(), n, dh_.data(), loads_[size_t(il)].data());
-      residual(L.h2, dh_.data(), c_.res_mlp, n * d);
-    }
-    rms_norm_fwd<T>(x_.data(), P_.p("model.norm.weight"), n, d, c_.norm_eps, hf_.data(), rf_.data());
-    linear_fwd<T>(hf_.data(), P_.p("lm_head.weight"), n, d, c_.vocab_size, logits_.data());
+  void attention_forward(int il, T* out) override {
+    if (lightning(il)) lightning_forward(il, out);
+    else softmax_forward(il, out);
+  }
+  void attention_backward(int il) override {
+    if (lightning(il)) lightning_backward(il);
+    else softmax_backward(il);
+  }
+
+  void ffn_forward(int il) override {
+    const T* h2 = blocks_[size_t(il)].h2.data();
+    moe_[size_t(il)].forward(P_, lp(il) + "block_sparse_moe.", h2, this->rows(), dh_.data(), loads_[size_t(il)].data());
+    this->residual(h2, dh_.data(), c_.res_mlp, this->rows() * c_.d_model);
+  }
+  void ffn_backward(int il) override {
+    moe_[size_t(il)].backward(P_, lp(il) + "block_sparse_moe.", blocks_[size_t(il)].h2.data(), dbr_.data(),
+                              this->rows(), dh_.data(), moe_scratch_);
   }
 
   // Softmax GQA attention of layer il over h1: writes the branch output out [n, d].
-  void softmax_forward(const TrainBatch& b, int il, T* out) {
+  void softmax_forward(int il, T* out) {
     LayerActs<T>& L = acts_[size_t(il)];
+    const T* h1 = blocks_[size_t(il)].h1.data();
     const std::string p = lp(il);
-    const int64_t S = b.n_seqs, t = b.seq_len, n = S * t, d = c_.d_model, qd = c_.q_dim(), kvd = c_.kv_dim();
-    const int H = c_.n_heads, KH = c_.n_kv_heads, hd = c_.head_dim;
-    linear_fwd<T>(L.h1.data(), P_.p(p + "self_attn.q_proj.weight"), n, d, qd, L.q_raw.data());
-    linear_fwd<T>(L.h1.data(), P_.p(p + "self_attn.k_proj.weight"), n, d, kvd, L.k_raw.data());
-    linear_fwd<T>(L.h1.data(), P_.p(p + "self_attn.v_proj.weight"), n, d, kvd, L.v.data());
+    const auto [S, t, n, d, qd, kvd, H, KH, hd, scale] = this->dims();
+    linear_fwd<T>(h1, P_.p(p + "self_attn.q_proj.weight"), n, d, qd, L.q_raw.data());
+    linear_fwd<T>(h1, P_.p(p + "self_attn.k_proj.weight"), n, d, kvd, L.k_raw.data());
+    linear_fwd<T>(h1, P_.p(p + "self_attn.v_proj.weight"), n, d, kvd, L.v.data());
     if (c_.use_qk_norm) {
       rms_norm_fwd<T>(L.q_raw.data(), P_.p(p + "self_attn.q_norm.weight"), n, qd, c_.norm_eps, L.q.data(), L.rq.data());
       rms_norm_fwd<T>(L.k_raw.data(), P_.p(p + "self_attn.k_norm.weight"), n, kvd, c_.norm_eps, L.k.data(), L.rk.data());
@@ -181,21 +143,19 @@ class MoeGraph final : public Graph<T> {
     }
     rope<T>(L.q.data(), pos_.data(), n, H, hd, c_.rotary_dim, c_.rope_theta, false);
     rope<T>(L.k.data(), pos_.data(), n, KH, hd, c_.rotary_dim, c_.rope_theta, false);
-    const double scale = 1.0 / std::sqrt(double(hd));
     for (int64_t s = 0; s < S; ++s)
-      attention_fwd<T>(L.q.data() + s * t * qd, L.k.data() + s * t * kvd, L.v.data() + s * t * kvd,
-                       b.visibility ? b.visibility + s * t * t : nullptr, t, H, KH, hd, scale,
-                       L.att.data() + s * t * qd, recompute_ ? nullptr : L.p.data() + s * H * t * t);
+      attention_fwd<T>(L.q.data() + s * t * qd, L.k.data() + s * t * kvd, L.v.data() + s * t * kvd, vis_of(s), t, H,
+                       KH, hd, scale, L.att.data() + s * t * qd, recompute_ ? nullptr : L.p.data() + s * H * t * t);
     linear_fwd<T>(L.att.data(), P_.p(p + "self_attn.o_proj.weight"), n, qd, d, out);
   }
 
   // Lightning attention of layer il over h1 (spec §3.5): writes the branch output out [n, d].
-  void lightning_forward(const TrainBatch& b, int il, T* out) {
+  void lightning_forward(int il, T* out) {
     LayerActs<T>& L = acts_[size_t(il)];
+    const T* h1 = blocks_[size_t(il)].h1.data();
     const std::string p = lp(il) + "self_attn.";
-    const int64_t S = b.n_seqs, t = b.seq_len, n = S * t, d = c_.d_model, qd = c_.q_dim();
-    const int H = c_.n_heads, hd = c_.head_dim;
-    linear_fwd<T>(L.h1.data(), P_.p(p + "qkv_proj.weight"), n, d, 3 * qd, L.qkv_raw.data());
+    const auto [S, t, n, d, qd, kvd, H, KH, hd, scale] = this->dims();
+    linear_fwd<T>(h1, P_.p(p + "qkv_proj.weight"), n, d, 3 * qd, L.qkv_raw.data());
     silu_fwd<T>(L.qkv_raw.data(), n * 3 * qd, L.qkv.data());
     const int64_t hs = H * lightning_n_blocks(t, lblock_) * hd * hd;  // one sequence's states
     if (!blockwise_ && L.la.size() < size_t(max_seqs_ * H * seq_len_ * seq_len_))
@@ -206,65 +166,21 @@ class MoeGraph final : public Graph<T> {
         lightning_block_fwd<T>(qkv, slopes_[size_t(il)].data(), t, H, hd, lblock_, L.lo.data() + s * t * qd,
                                L.ls.data() + s * hs);
       else
-        lightning_fwd<T>(qkv, slopes_[size_t(il)].data(), pos_.data() + s * t,
-                         b.visibility ? b.visibility + s * t * t : nullptr, t, H, hd, L.lo.data() + s * t * qd,
-                         L.la.data() + s * H * t * t);
+        lightning_fwd<T>(qkv, slopes_[size_t(il)].data(), pos_.data() + s * t, vis_of(s), t, H, hd,
+                         L.lo.data() + s * t * qd, L.la.data() + s * H * t * t);
     }
     rms_norm_fwd<T>(L.lo.data(), P_.p(p + "norm.weight"), n, qd, c_.lightning_norm_eps, L.ln.data(), L.lr.data());
-    linear_fwd<T>(L.h1.data(), P_.p(p + "output_gate.weight"), n, d, qd, L.lg.data());
+    linear_fwd<T>(h1, P_.p(p + "output_gate.weight"), n, d, qd, L.lg.data());
     mul_sigmoid_fwd<T>(L.ln.data(), L.lg.data(), n * qd, L.lag.data());
     linear_fwd<T>(L.lag.data(), P_.p(p + "out_proj.weight"), n, qd, d, out);
   }
 
-  // logits_ holds dΣCE/dlogits · grad_scale on entry.
-  void run_backward(const TrainBatch& b) {
-    const int64_t n = b.n_seqs * b.seq_len, d = c_.d_model;
-    std::fill(dx_.begin(), dx_.begin() + n * d, T(0));
-    std::fill(dh_.begin(), dh_.begin() + n * d, T(0));
-    linear_bwd<T>(logits_.data(), hf_.data(), P_.p("lm_head.weight"), n, d, c_.vocab_size, dh_.data(),
-                  P_.g("lm_head.weight"));
-    rms_norm_bwd<T>(dh_.data(), x_.data(), P_.p("model.norm.weight"), rf_.data(), n, d, dx_.data(),
-                    P_.g("model.norm.weight"));
-    for (int il = c_.n_layers - 1; il >= 0; --il) {
-      LayerActs<T>& L = acts_[size_t(il)];
-      const std::string p = lp(il);
-      // ---- MoE: x_out = α·(postnorm ? h2 : x_mid) + β·moe(h2), h2 = RMSNorm(x_mid) ----
-      residual_backward(c_.res_mlp, n * d);
-      moe_[size_t(il)].backward(P_, p + "block_sparse_moe.", L.h2.data(), dbr_.data(), n, dh_.data(), moe_scratch_);
-      rms_norm_bwd<T>(dh_.data(), L.x_mid.data(), P_.p(p + "post_attention_layernorm.weight"), L.r2.data(), n, d,
-                      dx_.data(), P_.g(p + "post_attention_layernorm.weight"));
-      // ---- attention: x_mid = α·(postnorm ? h1 : x_in) + β·attn(h1), h1 = RMSNorm(x_in) ----
-      residual_backward(attn_scale(il), n * d);
-      if (lightning(il)) lightning_backward(b, il);
-      else softmax_backward(b, il);
-      rms_norm_bwd<T>(dh_.data(), L.x_in.data(), P_.p(p + "input_layernorm.weight"), L.r1.data(), n, d, dx_.data(),
-                      P_.g(p + "input_layernorm.weight"));
-    }
-    embedding_bwd<T>(dx_.data(), b.tokens, n, d, P_.g("model.embed_tokens.weight"));
-  }
-
-  // Splits d(out) (in dx_) of out = α·(postnorm ? h : x) + β·branch: dbr_ = β·dx_ (the branch's
-  // output gradient), dh_ = postnorm ? α·dx_ : 0 (the sub-layer then adds its part), and dx_
-  // keeps α·dx_ (pre-norm identity path) or 0 (postnorm: x reaches out only through h).
-  void residual_backward(ResidualScale r, int64_t nd) {
-    const T a = T(r.alpha), b = T(r.beta);
-    const bool post = c_.postnorm;
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < nd; ++i) {
-      const T g = dx_[size_t(i)];
-      dbr_[size_t(i)] = b * g;
-      dh_[size_t(i)] = post ? a * g : T(0);
-      dx_[size_t(i)] = post ? T(0) : a * g;
-    }
-  }
-
   // d(branch) in dbr_ -> adds d(h1) into dh_ and the layer's weight gradients.
-  void softmax_backward(const TrainBatch& b, int il) {
+  void softmax_backward(int il) {
     LayerActs<T>& L = acts_[size_t(il)];
+    const T* h1 = blocks_[size_t(il)].h1.data();
     const std::string p = lp(il);
-    const int64_t S = b.n_seqs, t = b.seq_len, n = S * t, d = c_.d_model, qd = c_.q_dim(), kvd = c_.kv_dim();
-    const int H = c_.n_heads, KH = c_.n_kv_heads, hd = c_.head_dim;
-    const double scale = 1.0 / std::sqrt(double(hd));
+    const auto [S, t, n, d, qd, kvd, H, KH, hd, scale] = this->dims();
     std::fill(datt_.begin(), datt_.begin() + n * qd, T(0));
     linear_bwd<T>(dbr_.data(), L.att.data(), P_.p(p + "self_attn.o_proj.weight"), n, qd, d, datt_.data(),
                   P_.g(p + "self_attn.o_proj.weight"));
@@ -275,8 +191,7 @@ class MoeGraph final : public Graph<T> {
       const T *q = L.q.data() + s * t * qd, *k = L.k.data() + s * t * kvd, *v = L.v.data() + s * t * kvd;
       T *dq = dq_.data() + s * t * qd, *dk = dk_.data() + s * t * kvd, *dv = dv_.data() + s * t * kvd;
       if (recompute_)
-        attention_bwd_recompute<T>(datt_.data() + s * t * qd, q, k, v, b.visibility ? b.visibility + s * t * t : nullptr,
-                                   t, H, KH, hd, scale, dq, dk, dv);
+        attention_bwd_recompute<T>(datt_.data() + s * t * qd, q, k, v, vis_of(s), t, H, KH, hd, scale, dq, dk, dv);
       else
         attention_bwd<T>(datt_.data() + s * t * qd, q, k, v, L.p.data() + s * H * t * t, t, H, KH, hd, scale, dq, dk, dv);
     }
@@ -293,25 +208,23 @@ class MoeGraph final : public Graph<T> {
       gq = dq_raw_.data();
       gk = dk_raw_.data();
     }
-    linear_bwd<T>(gq, L.h1.data(), P_.p(p + "self_attn.q_proj.weight"), n, d, qd, dh_.data(),
-                  P_.g(p + "self_attn.q_proj.weight"));
-    linear_bwd<T>(gk, L.h1.data(), P_.p(p + "self_attn.k_proj.weight"), n, d, kvd, dh_.data(),
-                  P_.g(p + "self_attn.k_proj.weight"));
-    linear_bwd<T>(dv_.data(), L.h1.data(), P_.p(p + "self_attn.v_proj.weight"), n, d, kvd, dh_.data(),
+    linear_bwd<T>(gq, h1, P_.p(p + "self_attn.q_proj.weight"), n, d, qd, dh_.data(), P_.g(p + "self_attn.q_proj.weight"));
+    linear_bwd<T>(gk, h1, P_.p(p + "self_attn.k_proj.weight"), n, d, kvd, dh_.data(), P_.g(p + "self_attn.k_proj.weight"));
+    linear_bwd<T>(dv_.data(), h1, P_.p(p + "self_attn.v_proj.weight"), n, d, kvd, dh_.data(),
                   P_.g(p + "self_attn.v_proj.weight"));
   }
 
   // d(branch) in dbr_ -> adds d(h1) into dh_ (lightning_forward in reverse).
-  void lightning_backward(const TrainBatch& b, int il) {
+  void lightning_backward(int il) {
     LayerActs<T>& L = acts_[size_t(il)];
+    const T* h1 = blocks_[size_t(il)].h1.data();
     const std::string p = lp(il) + "self_attn.";
-    const int64_t S = b.n_seqs, t = b.seq_len, n = S * t, d = c_.d_model, qd = c_.q_dim();
-    const int H = c_.n_heads, hd = c_.head_dim;
+    const auto [S, t, n, d, qd, kvd, H, KH, hd, scale] = this->dims();
     T *dlag = datt_.data(), *dln = dg2_.data(), *dlg = dl3_.data(), *dlo = dl4_.data();
     for (T* v : {dlag, dln, dlg, dlo}) std::fill(v, v + n * qd, T(0));
     linear_bwd<T>(dbr_.data(), L.lag.data(), P_.p(p + "out_proj.weight"), n, qd, d, dlag, P_.g(p + "out_proj.weight"));
     mul_sigmoid_bwd<T>(dlag, L.ln.data(), L.lg.data(), n * qd, dln, dlg);
-    linear_bwd<T>(dlg, L.h1.data(), P_.p(p + "output_gate.weight"), n, d, qd, dh_.data(), P_.g(p + "output_gate.weight"));
+    linear_bwd<T>(dlg, h1, P_.p(p + "output_gate.weight"), n, d, qd, dh_.data(), P_.g(p + "output_gate.weight"));
     rms_norm_bwd<T>(dln, L.lo.data(), P_.p(p + "norm.weight"), L.lr.data(), n, qd, dlo, P_.g(p + "norm.weight"));
     std::fill(dq_.begin(), dq_.begin() + n * 3 * qd, T(0));
     const int64_t hs = H * lightning_n_blocks(t, lblock_) * hd * hd;
@@ -321,32 +234,24 @@ class MoeGraph final : public Graph<T> {
         lightning_block_bwd<T>(dlo + s * t * qd, qkv, slopes_[size_t(il)].data(), L.ls.data() + s * hs, t, H, hd,
                                lblock_, dq_.data() + s * t * 3 * qd);
       else
-        lightning_bwd<T>(dlo + s * t * qd, qkv, slopes_[size_t(il)].data(), pos_.data() + s * t,
-                         b.visibility ? b.visibility + s * t * t : nullptr, L.la.data() + s * H * t * t, t, H, hd,
-                         dq_.data() + s * t * 3 * qd);
+        lightning_bwd<T>(dlo + s * t * qd, qkv, slopes_[size_t(il)].data(), pos_.data() + s * t, vis_of(s),
+                         L.la.data() + s * H * t * t, t, H, hd, dq_.data() + s * t * 3 * qd);
     }
     std::fill(dq_raw_.begin(), dq_raw_.begin() + n * 3 * qd, T(0));
     silu_bwd<T>(dq_.data(), L.qkv_raw.data(), n * 3 * qd, dq_raw_.data());
-    linear_bwd<T>(dq_raw_.data(), L.h1.data(), P_.p(p + "qkv_proj.weight"), n, d, 3 * qd, dh_.data(),
-                  P_.g(p + "qkv_proj.weight"));
+    linear_bwd<T>(dq_raw_.data(), h1, P_.p(p + "qkv_proj.weight"), n, d, 3 * qd, dh_.data(), P_.g(p + "qkv_proj.weight"));
   }
 
-  const ModelConfig& c_;
-  ParamSet<T>& P_;
-  int64_t max_seqs_, seq_len_;
   // Lightning block length: the inference prefill's rule (model/families/registry.cpp), min(block, 64).
   int lblock_ = std::min(c_.lightning_block, 64);
   std::vector<LayerActs<T>> acts_;
-  Vec<T> x_, hf_, rf_, logits_;                       // residual stream [n,d]; final norm; logits [n,V]
   std::vector<MoeBlock<T>> moe_;                      // [n_layers] routed experts + their saved activations
   MoeScratch<T> moe_scratch_;
-  Vec<T> dx_, dh_, dbr_, dq_, dk_, dv_, dq_raw_, dk_raw_, datt_;
+  Vec<T> dq_, dk_, dv_, dq_raw_, dk_raw_, datt_;
   Vec<T> dg2_, dl3_, dl4_;                            // [n, qd] lightning scratch
   std::vector<std::vector<double>> slopes_;           // [n_layers][n_heads] (empty: softmax layer)
-  Vec<int32_t> pos_;                                  // [n]
   bool blockwise_ = true;                             // the last forward's lightning form
   bool recompute_ = false;                            // softmax probabilities recomputed in the backward
-  std::vector<std::vector<int64_t>> loads_;           // [n_layers][E]
 };
 
 }  // namespace

@@ -55,9 +55,7 @@ void blas(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const
 double gemm_flops() { return g_gemm_flops.load(); }
 void reset_gemm_flops() { g_gemm_flops.store(0.0); }
 
-namespace {
-
-// x = exp(x) elementwise: the AVX2 polynomial of ops/cpu/simd.h for float (~2 ulp; libm's exp
+// x = exp(x) elementwise (kernels.h): the AVX2 polynomial of ops/cpu/simd.h for float (~2 ulp; libm's exp
 // was 18% of a training step), libm for double (the checking path).
 void vexp(float* x, int64_t n) {
   int64_t i = 0;
@@ -67,8 +65,6 @@ void vexp(float* x, int64_t n) {
 void vexp(double* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] = std::exp(x[i]);
 }
-
-}  // namespace
 
 // ---- gemm ----
 // C is cut into fixed blocks of kBlock rows (or columns, whichever dimension is larger), each one
@@ -207,14 +203,15 @@ namespace {
 // Head h's probabilities into ph [t, t] (0 where invisible): the forward's arithmetic, which the
 // recomputing backward repeats bit for bit.
 template <class T>
-void attention_probs(const T* q, const T* k, const uint8_t* vis, int64_t t, int n_heads, int n_kv, int hd,
+void attention_probs(const T* q, const T* k, SeqVis vis, int64_t t, int n_heads, int n_kv, int hd,
                      double scale, int h, T* ph) {
   const int group = n_heads / n_kv;
   const int64_t qs = int64_t(n_heads) * hd, ks = int64_t(n_kv) * hd;  // row strides
   blas(false, true, t, t, hd, T(scale), q + int64_t(h) * hd, qs, k + int64_t(h / group) * hd, ks, T(0), ph, t);
+  std::vector<uint8_t> rowbuf(vis.needs_row_buffer() ? size_t(t) : 0);
   for (int64_t i = 0; i < t; ++i) {
     T* pr = ph + i * t;
-    const uint8_t* vr = vis ? vis + i * t : nullptr;
+    const uint8_t* vr = vis.row(i, t, rowbuf.data());
     T mx = -INFINITY;
     for (int64_t j = 0; j < t; ++j)
       if (vr ? vr[j] != 0 : j <= i) mx = std::max(mx, pr[j]);
@@ -254,7 +251,7 @@ void attention_bwd_head(const T* dout, const T* q, const T* k, const T* v, const
 }  // namespace
 
 template <class T>
-void attention_fwd(const T* q, const T* k, const T* v, const uint8_t* vis, int64_t t, int n_heads, int n_kv,
+void attention_fwd(const T* q, const T* k, const T* v, SeqVis vis, int64_t t, int n_heads, int n_kv,
                    int hd, double scale, T* out, T* p) {
   const int group = n_heads / n_kv;
   const int64_t qs = int64_t(n_heads) * hd, ks = int64_t(n_kv) * hd;
@@ -285,7 +282,7 @@ void attention_bwd(const T* dout, const T* q, const T* k, const T* v, const T* p
 }
 
 template <class T>
-void attention_bwd_recompute(const T* dout, const T* q, const T* k, const T* v, const uint8_t* vis, int64_t t,
+void attention_bwd_recompute(const T* dout, const T* q, const T* k, const T* v, SeqVis vis, int64_t t,
                              int n_heads, int n_kv, int hd, double scale, T* dq, T* dk, T* dv) {
   const int group = n_heads / n_kv;
 #pragma omp parallel
@@ -385,43 +382,6 @@ void router_sigmoid_bwd(const T* dw, const int32_t* ids, const T* w, const T* p,
   }
 }
 
-// ---- loss ----
-
-template <class T>
-double cross_entropy(const T* logits, const int32_t* targets, int64_t n, int64_t vocab, double grad_scale,
-                     T* dlogits) {
-  std::vector<double> row_loss(static_cast<size_t>(n), 0.0);
-#pragma omp parallel
-  {
-    std::vector<T> tmp(dlogits ? 0 : static_cast<size_t>(vocab));
-#pragma omp for schedule(static)
-    for (int64_t t = 0; t < n; ++t) {
-      const T* l = logits + t * vocab;
-      T* e = dlogits ? dlogits + t * vocab : tmp.data();  // may alias l: read l[target] first
-      if (targets[t] < 0) {
-        if (dlogits) std::fill(e, e + vocab, T(0));
-        continue;
-      }
-      const T lt = l[targets[t]];
-      T mx = l[0];
-      for (int64_t i = 1; i < vocab; ++i) mx = std::max(mx, l[i]);
-      for (int64_t i = 0; i < vocab; ++i) e[i] = l[i] - mx;
-      vexp(e, vocab);
-      double sum = 0;
-      for (int64_t i = 0; i < vocab; ++i) sum += double(e[i]);
-      row_loss[size_t(t)] = double(mx) + std::log(sum) - double(lt);
-      if (dlogits) {
-        const T k = T(grad_scale / sum);
-        for (int64_t i = 0; i < vocab; ++i) e[i] *= k;
-        e[targets[t]] -= T(grad_scale);
-      }
-    }
-  }
-  double total = 0;
-  for (double x : row_loss) total += x;
-  return total;
-}
-
 // ---- instantiations ----
 
 #define MMX_TRAIN_INSTANTIATE(T)                                                                                  \
@@ -433,17 +393,16 @@ double cross_entropy(const T* logits, const int32_t* targets, int64_t n, int64_t
   template void rms_norm_fwd<T>(const T*, const T*, int64_t, int64_t, double, T*, T*);                           \
   template void rms_norm_bwd<T>(const T*, const T*, const T*, const T*, int64_t, int64_t, T*, T*);               \
   template void rope<T>(T*, const int32_t*, int64_t, int, int, int, double, bool);                               \
-  template void attention_fwd<T>(const T*, const T*, const T*, const uint8_t*, int64_t, int, int, int, double, T*, \
+  template void attention_fwd<T>(const T*, const T*, const T*, SeqVis, int64_t, int, int, int, double, T*, \
                                  T*);                                                                            \
-  template void attention_bwd_recompute<T>(const T*, const T*, const T*, const T*, const uint8_t*, int64_t, int, int, \
+  template void attention_bwd_recompute<T>(const T*, const T*, const T*, const T*, SeqVis, int64_t, int, int, \
                                           int, double, T*, T*, T*);                                                \
   template void attention_bwd<T>(const T*, const T*, const T*, const T*, const T*, int64_t, int, int, int, double, \
                                  T*, T*, T*);                                                                    \
   template void glu_silu_fwd<T>(const T*, const T*, int64_t, T*);                                                \
   template void glu_silu_bwd<T>(const T*, const T*, const T*, int64_t, T*, T*);                                  \
   template void router_sigmoid_fwd<T>(const T*, const T*, int64_t, int, int, int32_t*, T*, T*);                  \
-  template void router_sigmoid_bwd<T>(const T*, const int32_t*, const T*, const T*, int64_t, int, int, T*);      \
-  template double cross_entropy<T>(const T*, const int32_t*, int64_t, int64_t, double, T*);
+  template void router_sigmoid_bwd<T>(const T*, const int32_t*, const T*, const T*, int64_t, int, int, T*);
 
 MMX_TRAIN_INSTANTIATE(float)
 MMX_TRAIN_INSTANTIATE(double)

@@ -4,10 +4,12 @@
 //
 // Why not ops::? The inference ops take F32 Tensors and write F32: a double model gradient is
 // impossible through them. These kernels work on raw row-major spans, templated on T; every one
-// has a naive double twin in train/ref.h (THE oracle, tests/train/kernels_test.cpp compares both
-// instantiations with it over a shape grid, and the ref backward with central finite differences
-// of the ref forward). tests/train/graph_test.cpp checks that a whole training forward gives the
-// same logits as the inference Model::forward.
+// has a naive double twin: the forward in ops/ref/f64.h (the one fp64 forward oracle, shared with
+// ops::ref), the backward in train/ref.h. tests/train/kernels_test.cpp compares both
+// instantiations with them over a shape grid, and the ref backward with central finite
+// differences of the f64 forward. These kernels never call the oracle.
+// tests/train/graph_test.cpp checks that a whole training forward gives the same logits as the
+// inference Model::forward.
 //
 // Conventions (all kernels):
 //   * row-major, contiguous, shapes outermost first; n = rows (tokens);
@@ -17,11 +19,17 @@
 
 #include <cstdint>
 
+#include "train/visibility.h"
+
 namespace mmx::train {
 
 // Threads of the training kernels (OpenMP) and of OpenBLAS; 0 = all cores. Also sets the
 // inference ops' count (ops::set_n_threads).
 void set_n_threads(int n);
+
+// x = exp(x) elementwise: float through the SIMD polynomial (~2 ulp), double through libm.
+void vexp(float* x, int64_t n);
+void vexp(double* x, int64_t n);
 
 // FLOPs (2 per multiply-add) of every GEMM since the last reset — for `mmx bench train`.
 double gemm_flops();
@@ -65,12 +73,12 @@ void rope(T* x, const int32_t* pos, int64_t n, int n_heads, int head_dim, int ro
 
 // ---- softmax attention with a visibility predicate, one sequence ----
 //   q: [t, n_heads, hd]; k, v: [t, n_kv, hd]; out: [t, n_heads, hd];
-//   vis: [t, t] uint8, vis[i*t + j] = 1 when query i may see key j (j <= i and i sees itself
-//        required); null = causal. p: [n_heads, t, t] saved probabilities (0 where invisible), or
+//   vis: which keys each query sees (train/visibility.h: causal, a dense [t, t] mask with
+//        vis[i*t + j] = 1 when query i may see key j and i sees itself, or tree parents). p: [n_heads, t, t] saved probabilities (0 where invisible), or
 //        null: not saved (activation recomputation: the backward is attention_bwd_recompute).
 // Query head h reads KV head h / (n_heads / n_kv).
 template <class T>
-void attention_fwd(const T* q, const T* k, const T* v, const uint8_t* vis, int64_t t, int n_heads, int n_kv,
+void attention_fwd(const T* q, const T* k, const T* v, SeqVis vis, int64_t t, int n_heads, int n_kv,
                    int hd, double scale, T* out, T* p);
 // dq, dk, dv += the gradients of out w.r.t. q, k, v (same shapes as q, k, v).
 template <class T>
@@ -79,7 +87,7 @@ void attention_bwd(const T* dout, const T* q, const T* k, const T* v, const T* p
 // The same from q, k and vis alone: each head's probabilities are recomputed (bit for bit the
 // forward's) into [t, t] scratch per thread, so a layer keeps O(t) instead of [n_heads, t, t].
 template <class T>
-void attention_bwd_recompute(const T* dout, const T* q, const T* k, const T* v, const uint8_t* vis, int64_t t,
+void attention_bwd_recompute(const T* dout, const T* q, const T* k, const T* v, SeqVis vis, int64_t t,
                              int n_heads, int n_kv, int hd, double scale, T* dq, T* dk, T* dv);
 
 // ---- gated activations ----
@@ -100,12 +108,6 @@ template <class T>
 void router_sigmoid_bwd(const T* dw, const int32_t* ids, const T* w, const T* p, int64_t n, int n_experts, int k,
                         T* dlogits);
 
-// ---- loss ----
-// Softmax cross-entropy over [n, V] logits. Returns Σ −log softmax(logits[t])[target[t]] over rows
-// with target >= 0 (accumulated in double). When dlogits is non-null it is WRITTEN (not
-// accumulated): (softmax − onehot)·grad_scale for scored rows, 0 for rows with target < 0.
-template <class T>
-double cross_entropy(const T* logits, const int32_t* targets, int64_t n, int64_t vocab, double grad_scale,
-                     T* dlogits);
+// The loss (cross-entropy, the weighted log-likelihood) is the separate loss step: train/loss.h.
 
 }  // namespace mmx::train

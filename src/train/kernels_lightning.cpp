@@ -30,22 +30,25 @@ T sigmoid(T x) {
 // a[i, j] *= decay_ij = λ^(p_i − p_j) (0 where invisible), with λ^d from a table over the
 // sequence's position range (t² libm exps per head were most of a Text-01 step).
 template <class T>
-void apply_decay(T* a, double s, const int32_t* pos, const uint8_t* vis, int64_t t) {
+void apply_decay(T* a, double s, const int32_t* pos, SeqVis vis, int64_t t) {
   int32_t lo = pos[0], hi = pos[0];
   for (int64_t i = 1; i < t; ++i) lo = std::min(lo, pos[i]), hi = std::max(hi, pos[i]);
   std::vector<T> pw(static_cast<size_t>(hi - lo) + 1);
   for (size_t d = 0; d < pw.size(); ++d) pw[d] = T(std::exp(-s * double(d)));
-  for (int64_t i = 0; i < t; ++i)
+  std::vector<uint8_t> rowbuf(vis.needs_row_buffer() ? size_t(t) : 0);
+  for (int64_t i = 0; i < t; ++i) {
+    const uint8_t* vr = vis.row(i, t, rowbuf.data());
     for (int64_t j = 0; j < t; ++j) {
-      const bool seen = vis ? vis[i * t + j] != 0 : j <= i;
+      const bool seen = vr ? vr[j] != 0 : j <= i;
       a[i * t + j] = seen ? a[i * t + j] * pw[size_t(std::max(0, pos[i] - pos[j]))] : T(0);
     }
+  }
 }
 
 }  // namespace
 
 template <class T>
-void lightning_fwd(const T* qkv, const double* slopes, const int32_t* pos, const uint8_t* vis, int64_t t,
+void lightning_fwd(const T* qkv, const double* slopes, const int32_t* pos, SeqVis vis, int64_t t,
                    int n_heads, int hd, T* out, T* a) {
   const int64_t rs = int64_t(n_heads) * 3 * hd, os = int64_t(n_heads) * hd;  // row strides
 #pragma omp parallel for schedule(static)
@@ -59,7 +62,7 @@ void lightning_fwd(const T* qkv, const double* slopes, const int32_t* pos, const
 }
 
 template <class T>
-void lightning_bwd(const T* dout, const T* qkv, const double* slopes, const int32_t* pos, const uint8_t* vis,
+void lightning_bwd(const T* dout, const T* qkv, const double* slopes, const int32_t* pos, SeqVis vis,
                    const T* a, int64_t t, int n_heads, int hd, T* dqkv) {
   const int64_t rs = int64_t(n_heads) * 3 * hd, os = int64_t(n_heads) * hd;
 #pragma omp parallel
@@ -260,9 +263,9 @@ void lightning_block_bwd(const T* dout, const T* qkv, const double* slopes, cons
 }
 
 #define MMX_LIGHTNING_INSTANTIATE(T)                                                                             \
-  template void lightning_fwd<T>(const T*, const double*, const int32_t*, const uint8_t*, int64_t, int, int, T*, \
+  template void lightning_fwd<T>(const T*, const double*, const int32_t*, SeqVis, int64_t, int, int, T*, \
                                  T*);                                                                           \
-  template void lightning_bwd<T>(const T*, const T*, const double*, const int32_t*, const uint8_t*, const T*,    \
+  template void lightning_bwd<T>(const T*, const T*, const double*, const int32_t*, SeqVis, const T*,    \
                                  int64_t, int, int, T*);                                                        \
   template void lightning_block_fwd<T>(const T*, const double*, int64_t, int, int, int, T*, T*);               \
   template void lightning_block_bwd<T>(const T*, const T*, const double*, const T*, int64_t, int, int, int, T*); \

@@ -1,7 +1,7 @@
 // Training kernels of MiniMax-Text-01 / M1 (spec §3.5, §3.6) beside kernels.h's: lightning
 // attention, SiLU, the sigmoid output gate and the softmax top-k router. Same conventions
 // (float / double, backward accumulates +=, thread-count invariant); naive fp64 twins in
-// ref_lightning.h.
+// ref_lightning.h and (SiLU, output gate, softmax router forwards) ops/ref/f64.h.
 //
 // Lightning attention is evaluated in its one-block (quadratic) form over a training sequence:
 //   o_i = Σ_j vis_ij · λ_h^(p_i − p_j) · (q_i·k_j) · v_j,     λ_h = exp(−slope_h),  p_i ≥ p_j
@@ -19,17 +19,19 @@
 
 #include <cstdint>
 
+#include "train/visibility.h"
+
 namespace mmx::train {
 
 // qkv: [t, n_heads, 3, hd] (after SiLU; per head q | k | v, the checkpoint's interleaving);
-// slopes: [n_heads]; pos: [t]; vis: [t, t] or null (causal); out: [t, n_heads, hd];
+// slopes: [n_heads]; pos: [t]; vis: train/visibility.h (causal, dense [t, t] or tree); out: [t, n_heads, hd];
 // a: [n_heads, t, t] saved (q_i·k_j)·decay_ij (0 where invisible).
 template <class T>
-void lightning_fwd(const T* qkv, const double* slopes, const int32_t* pos, const uint8_t* vis, int64_t t,
+void lightning_fwd(const T* qkv, const double* slopes, const int32_t* pos, SeqVis vis, int64_t t,
                    int n_heads, int hd, T* out, T* a);
 // dqkv += d out / d qkv (same layout as qkv).
 template <class T>
-void lightning_bwd(const T* dout, const T* qkv, const double* slopes, const int32_t* pos, const uint8_t* vis,
+void lightning_bwd(const T* dout, const T* qkv, const double* slopes, const int32_t* pos, SeqVis vis,
                    const T* a, int64_t t, int n_heads, int hd, T* dqkv);
 
 // Blocks of a t-token sequence: ceil(t / block).

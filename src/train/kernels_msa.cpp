@@ -107,26 +107,29 @@ void msa_index_scores_bwd(const T* dz, const T* iq, const T* ik, int64_t t, int 
 // ---- selection ----
 
 namespace {
-inline bool visible(const uint8_t* vis, int64_t t, int64_t i, int64_t j) { return vis ? vis[i * t + j] != 0 : j <= i; }
+// Key j of query row i (from SeqVis::row: null = causal).
+inline bool visible(const uint8_t* vr, int64_t i, int64_t j) { return vr ? vr[j] != 0 : j <= i; }
 }  // namespace
 
 template <class T>
-void msa_select(const T* z, const uint8_t* vis, int64_t t, int G, int block, int K, int32_t* sel) {
+void msa_select(const T* z, SeqVis vis, int64_t t, int G, int block, int K, int32_t* sel) {
   const int64_t nb = (t + block - 1) / block;
 #pragma omp parallel
   {
     std::vector<double> S(static_cast<size_t>(nb));
     std::vector<int32_t> cand;
+    std::vector<uint8_t> rowbuf(vis.needs_row_buffer() ? size_t(t) : 0);
 #pragma omp for schedule(static) collapse(2)
     for (int g = 0; g < G; ++g)
       for (int64_t i = 0; i < t; ++i) {
+        const uint8_t* vr = vis.row(i, t, rowbuf.data());
         const T* zr = z + (int64_t(g) * t + i) * t;
         const int64_t local = i / block;
         cand.clear();
         for (int64_t b = 0; b < local; ++b) {
           double best = -std::numeric_limits<double>::infinity();
           for (int64_t j = b * block; j < std::min(t, (b + 1) * block); ++j)
-            if (visible(vis, t, i, j)) best = std::max(best, double(zr[j]));
+            if (visible(vr, i, j)) best = std::max(best, double(zr[j]));
           S[size_t(b)] = best;
           if (std::isfinite(best)) cand.push_back(int32_t(b));
         }
@@ -143,19 +146,21 @@ void msa_select(const T* z, const uint8_t* vis, int64_t t, int G, int block, int
   }
 }
 
-void msa_allowed(const uint8_t* vis, const int32_t* sel, int64_t t, int G, int block, int K, uint8_t* allowed) {
+void msa_allowed(SeqVis vis, const int32_t* sel, int64_t t, int G, int block, int K, uint8_t* allowed) {
   const int64_t nb = (t + block - 1) / block;
 #pragma omp parallel
   {
     std::vector<uint8_t> on(static_cast<size_t>(nb));
+    std::vector<uint8_t> rowbuf(vis.needs_row_buffer() ? size_t(t) : 0);
 #pragma omp for schedule(static) collapse(2)
     for (int g = 0; g < G; ++g)
       for (int64_t i = 0; i < t; ++i) {
+        const uint8_t* vr = vis.row(i, t, rowbuf.data());
         std::fill(on.begin(), on.end(), uint8_t(0));
         const int32_t* s = sel + (int64_t(g) * t + i) * K;
         for (int a = 0; a < K && s[a] >= 0; ++a) on[size_t(s[a])] = 1;
         uint8_t* ar = allowed + (int64_t(g) * t + i) * t;
-        for (int64_t j = 0; j < t; ++j) ar[j] = uint8_t(on[size_t(j / block)] && visible(vis, t, i, j));
+        for (int64_t j = 0; j < t; ++j) ar[j] = uint8_t(on[size_t(j / block)] && visible(vr, i, j));
       }
   }
 }
@@ -163,7 +168,7 @@ void msa_allowed(const uint8_t* vis, const int32_t* sel, int64_t t, int G, int b
 // ---- block-sparse attention ----
 
 template <class T>
-void msa_attention_fwd(const T* q, const T* k, const T* v, const uint8_t* vis, const int32_t* sel, int64_t t,
+void msa_attention_fwd(const T* q, const T* k, const T* v, SeqVis vis, const int32_t* sel, int64_t t,
                        int n_heads, int G, int hd, int block, int K, double scale, T* out, T* p) {
   const int grp = n_heads / G;
   std::vector<uint8_t> allowed(static_cast<size_t>(G * t * t));
@@ -195,7 +200,7 @@ void msa_attention_bwd(const T* dout, const T* q, const T* k, const T* v, const 
 //   KL = Σ t_j log t_j − Σ t_j l_j + logsumexp(l);  ∂KL/∂l_j = s_j − t_j.
 
 template <class T>
-double msa_index_kl(const T* z, const T* p, const uint8_t* vis, const int32_t* sel, const uint8_t* rows, int64_t t,
+double msa_index_kl(const T* z, const T* p, SeqVis vis, const int32_t* sel, const uint8_t* rows, int64_t t,
                     int n_heads, int G, int block, int K, double zscale, double grad_scale, T* dz) {
   const int grp = n_heads / G;
   std::vector<uint8_t> allowed(static_cast<size_t>(G * t * t));
@@ -248,12 +253,12 @@ double msa_index_kl(const T* z, const T* p, const uint8_t* vis, const int32_t* s
   template void swiglu_oai_bwd<T>(const T*, const T*, const T*, int64_t, double, double, T*, T*);               \
   template void msa_index_scores<T>(const T*, const T*, int64_t, int, int, T*);                                 \
   template void msa_index_scores_bwd<T>(const T*, const T*, const T*, int64_t, int, int, T*, T*);               \
-  template void msa_select<T>(const T*, const uint8_t*, int64_t, int, int, int, int32_t*);                      \
-  template void msa_attention_fwd<T>(const T*, const T*, const T*, const uint8_t*, const int32_t*, int64_t, int, \
+  template void msa_select<T>(const T*, SeqVis, int64_t, int, int, int, int32_t*);                      \
+  template void msa_attention_fwd<T>(const T*, const T*, const T*, SeqVis, const int32_t*, int64_t, int, \
                                      int, int, int, int, double, T*, T*);                                       \
   template void msa_attention_bwd<T>(const T*, const T*, const T*, const T*, const T*, int64_t, int, int, int,  \
                                      double, T*, T*, T*);                                                       \
-  template double msa_index_kl<T>(const T*, const T*, const uint8_t*, const int32_t*, const uint8_t*, int64_t,  \
+  template double msa_index_kl<T>(const T*, const T*, SeqVis, const int32_t*, const uint8_t*, int64_t,  \
                                   int, int, int, int, double, double, T*);
 
 MMX_TRAIN_MSA_INSTANTIATE(float)

@@ -8,15 +8,6 @@
 
 namespace mmx::train::ref {
 
-void linear_fwd(const double* x, const double* w, int64_t n, int64_t in, int64_t out, double* y) {
-  for (int64_t t = 0; t < n; ++t)
-    for (int64_t o = 0; o < out; ++o) {
-      double s = 0;
-      for (int64_t i = 0; i < in; ++i) s += x[t * in + i] * w[o * in + i];
-      y[t * out + o] = s;
-    }
-}
-
 // y_to = Σ_i x_ti w_oi  =>  dx_ti = Σ_o dy_to w_oi;  dw_oi = Σ_t dy_to x_ti
 void linear_bwd(const double* dy, const double* x, const double* w, int64_t n, int64_t in, int64_t out, double* dx,
                 double* dw) {
@@ -38,15 +29,6 @@ void embedding_bwd(const double* dout, const int32_t* ids, int64_t n, int64_t d,
     for (int64_t c = 0; c < d; ++c) dtable[int64_t(ids[t]) * d + c] += dout[t * d + c];
 }
 
-void rms_norm_fwd(const double* x, const double* w, int64_t n, int64_t d, double eps, double* y, double* rstd) {
-  for (int64_t t = 0; t < n; ++t) {
-    double ss = 0;
-    for (int64_t i = 0; i < d; ++i) ss += x[t * d + i] * x[t * d + i];
-    rstd[t] = 1.0 / std::sqrt(ss / double(d) + eps);
-    for (int64_t i = 0; i < d; ++i) y[t * d + i] = x[t * d + i] * rstd[t] * w[i];
-  }
-}
-
 // y_i = x_i r w_i, r = (Σx²/d + eps)^(-1/2), dr/dx_j = −r³ x_j / d
 //   dx_j = Σ_i dy_i w_i (δ_ij r + x_i dr/dx_j) = dy_j w_j r − x_j r³/d Σ_i dy_i w_i x_i
 void rms_norm_bwd(const double* dy, const double* x, const double* w, const double* rstd, int64_t n, int64_t d,
@@ -60,49 +42,6 @@ void rms_norm_bwd(const double* dy, const double* x, const double* w, const doub
       if (dw) dw[j] += dy[t * d + j] * x[t * d + j] * r;
     }
   }
-}
-
-void rope(double* x, const int32_t* pos, int64_t n, int n_heads, int head_dim, int rotary, double theta,
-          bool inverse) {
-  const int half = rotary / 2;
-  for (int64_t t = 0; t < n; ++t)
-    for (int h = 0; h < n_heads; ++h)
-      for (int i = 0; i < half; ++i) {
-        const double a = double(pos[t]) * std::pow(theta, -2.0 * i / rotary) * (inverse ? -1.0 : 1.0);
-        double* xh = x + (t * n_heads + h) * head_dim;
-        const double x0 = xh[i], x1 = xh[i + half];
-        xh[i] = x0 * std::cos(a) - x1 * std::sin(a);
-        xh[i + half] = x1 * std::cos(a) + x0 * std::sin(a);
-      }
-}
-
-void attention_fwd(const double* q, const double* k, const double* v, const uint8_t* vis, int64_t t, int n_heads,
-                   int n_kv, int hd, double scale, double* out, double* p) {
-  const int group = n_heads / n_kv;
-  for (int h = 0; h < n_heads; ++h)
-    for (int64_t i = 0; i < t; ++i) {
-      double* pr = p + (int64_t(h) * t + i) * t;
-      double mx = -INFINITY;
-      for (int64_t j = 0; j < t; ++j) {
-        double s = 0;
-        for (int c = 0; c < hd; ++c) s += q[(i * n_heads + h) * hd + c] * k[(j * n_kv + h / group) * hd + c];
-        pr[j] = s * scale;
-        const bool seen = vis ? vis[i * t + j] != 0 : j <= i;
-        if (seen && pr[j] > mx) mx = pr[j];
-      }
-      double sum = 0;
-      for (int64_t j = 0; j < t; ++j) {
-        const bool seen = vis ? vis[i * t + j] != 0 : j <= i;
-        pr[j] = seen ? std::exp(pr[j] - mx) : 0.0;
-        sum += pr[j];
-      }
-      for (int64_t j = 0; j < t; ++j) pr[j] /= sum;
-      for (int c = 0; c < hd; ++c) {
-        double o = 0;
-        for (int64_t j = 0; j < t; ++j) o += pr[j] * v[(j * n_kv + h / group) * hd + c];
-        out[(i * n_heads + h) * hd + c] = o;
-      }
-    }
 }
 
 // o_i = Σ_j P_ij v_j, P_i = softmax(s_i), s_ij = scale q_i·k_j:
@@ -135,38 +74,12 @@ void attention_bwd(const double* dout, const double* q, const double* k, const d
 
 static double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
-void glu_silu_fwd(const double* g, const double* u, int64_t n, double* a) {
-  for (int64_t i = 0; i < n; ++i) a[i] = g[i] * sigmoid(g[i]) * u[i];
-}
-
 // a = g σ(g) u:  du = da g σ(g);  dg = da u (σ(g) + g σ(g)(1 − σ(g)))
 void glu_silu_bwd(const double* da, const double* g, const double* u, int64_t n, double* dg, double* du) {
   for (int64_t i = 0; i < n; ++i) {
     const double s = sigmoid(g[i]);
     du[i] += da[i] * g[i] * s;
     dg[i] += da[i] * u[i] * (s + g[i] * s * (1 - s));
-  }
-}
-
-void router_sigmoid_fwd(const double* logits, const double* bias, int64_t n, int n_experts, int k, int32_t* ids,
-                        double* w, double* p) {
-  for (int64_t t = 0; t < n; ++t) {
-    std::vector<bool> taken(size_t(n_experts), false);
-    for (int e = 0; e < n_experts; ++e) p[t * n_experts + e] = sigmoid(logits[t * n_experts + e]);
-    double sum = 0;
-    for (int j = 0; j < k; ++j) {  // k passes of "best remaining, lower id on ties"
-      int best = -1;
-      for (int e = 0; e < n_experts; ++e) {
-        if (taken[size_t(e)]) continue;
-        const double s = p[t * n_experts + e] + (bias ? bias[e] : 0.0);
-        const double sb = best < 0 ? 0 : p[t * n_experts + best] + (bias ? bias[best] : 0.0);
-        if (best < 0 || s > sb) best = e;
-      }
-      taken[size_t(best)] = true;
-      ids[t * k + j] = best;
-      sum += p[t * n_experts + best];
-    }
-    for (int j = 0; j < k; ++j) w[t * k + j] = p[t * n_experts + ids[t * k + j]] / sum;
   }
 }
 

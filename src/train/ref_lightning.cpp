@@ -55,41 +55,15 @@ void lightning_bwd(const double* dout, const double* qkv, const double* slopes, 
       }
 }
 
-void silu_fwd(const double* x, int64_t n, double* y) {
-  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * sig(x[i]);
-}
 // d(xσ(x))/dx = σ + xσ(1 − σ)
 void silu_bwd(const double* dy, const double* x, int64_t n, double* dx) {
   for (int64_t i = 0; i < n; ++i) dx[i] += dy[i] * (sig(x[i]) + x[i] * sig(x[i]) * (1 - sig(x[i])));
 }
 
-void mul_sigmoid_fwd(const double* a, const double* g, int64_t n, double* y) {
-  for (int64_t i = 0; i < n; ++i) y[i] = a[i] * sig(g[i]);
-}
 void mul_sigmoid_bwd(const double* dy, const double* a, const double* g, int64_t n, double* da, double* dg) {
   for (int64_t i = 0; i < n; ++i) {
     da[i] += dy[i] * sig(g[i]);
     dg[i] += dy[i] * a[i] * sig(g[i]) * (1 - sig(g[i]));
-  }
-}
-
-void router_softmax_fwd(const double* logits, int64_t n, int n_experts, int k, int32_t* ids, double* w, double* p) {
-  for (int64_t t = 0; t < n; ++t) {
-    double mx = -INFINITY, sum = 0;
-    for (int e = 0; e < n_experts; ++e) mx = std::max(mx, logits[t * n_experts + e]);
-    for (int e = 0; e < n_experts; ++e) sum += std::exp(logits[t * n_experts + e] - mx);
-    for (int e = 0; e < n_experts; ++e) p[t * n_experts + e] = std::exp(logits[t * n_experts + e] - mx) / sum;
-    std::vector<bool> taken(size_t(n_experts), false);
-    double sel = 0;
-    for (int j = 0; j < k; ++j) {  // best remaining, lower id on ties
-      int best = -1;
-      for (int e = 0; e < n_experts; ++e)
-        if (!taken[size_t(e)] && (best < 0 || p[t * n_experts + e] > p[t * n_experts + best])) best = e;
-      taken[size_t(best)] = true;
-      ids[t * k + j] = best;
-      sel += p[t * n_experts + best];
-    }
-    for (int j = 0; j < k; ++j) w[t * k + j] = p[t * n_experts + ids[t * k + j]] / sel;
   }
 }
 

@@ -8,6 +8,9 @@
 #include <limits>
 #include <vector>
 
+#include "ops/ref/f64.h"
+#include "train/ref.h"
+
 namespace mmx::train::ref {
 
 namespace {
@@ -25,19 +28,6 @@ bool allowed(const uint8_t* vis, const int32_t* sel, int64_t t, int g, int64_t i
 
 }  // namespace
 
-void rms_norm_heads_fwd(const double* x, const double* w, int64_t n, int n_heads, int64_t d, double eps, double* y,
-                        double* rstd) {
-  for (int64_t t = 0; t < n; ++t)
-    for (int h = 0; h < n_heads; ++h) {
-      const double* xv = x + (t * n_heads + h) * d;
-      double ss = 0;
-      for (int64_t c = 0; c < d; ++c) ss += xv[c] * xv[c];
-      const double r = 1.0 / std::sqrt(ss / double(d) + eps);
-      rstd[t * n_heads + h] = r;
-      for (int64_t c = 0; c < d; ++c) y[(t * n_heads + h) * d + c] = xv[c] * r * w[c];
-    }
-}
-
 // Per head vector: y_c = x_c r w_c => dx_c = dy_c w_c r − x_c r³/d Σ_e dy_e w_e x_e; dw_c += dy_c x_c r.
 void rms_norm_heads_bwd(const double* dy, const double* x, const double* w, const double* rstd, int64_t n,
                         int n_heads, int64_t d, double* dx, double* dw) {
@@ -52,14 +42,6 @@ void rms_norm_heads_bwd(const double* dy, const double* x, const double* w, cons
         if (dw) dw[c] += dy[o + c] * x[o + c] * r;
       }
     }
-}
-
-void swiglu_oai_fwd(const double* g, const double* u, int64_t n, double alpha, double limit, double* a) {
-  for (int64_t i = 0; i < n; ++i) {
-    const double gc = g[i] > limit ? limit : g[i];
-    const double uc = u[i] > limit ? limit : u[i] < -limit ? -limit : u[i];
-    a[i] = (uc + 1.0) * gc / (1.0 + std::exp(-alpha * gc));
-  }
 }
 
 // a = (u'+1) g' σ(α g'); d/dg' [g' σ(α g')] = σ + α g' σ (1 − σ); d/du' = g' σ.
@@ -121,65 +103,37 @@ void msa_select(const double* z, const uint8_t* vis, int64_t t, int G, int block
     }
 }
 
+// The oracle's softmax attention (ops/ref/f64.h) of each query head over allowed(g, i), one head
+// at a time: q of head h, k and v of its group g.
 void msa_attention_fwd(const double* q, const double* k, const double* v, const uint8_t* vis, const int32_t* sel,
                        int64_t t, int n_heads, int G, int hd, int block, int K, double scale, double* out,
                        double* p) {
   const int grp = n_heads / G;
+  const size_t th = static_cast<size_t>(t * hd);
+  std::vector<uint8_t> mask(static_cast<size_t>(t * t));
+  std::vector<double> qh(th), kg(th), vg(th), oh(th);
   for (int h = 0; h < n_heads; ++h) {
     const int g = h / grp;
-    for (int64_t i = 0; i < t; ++i) {
-      double* pr = p + (int64_t(h) * t + i) * t;
-      double mx = -std::numeric_limits<double>::infinity();
-      for (int64_t j = 0; j < t; ++j) {
-        pr[j] = 0;
-        if (!allowed(vis, sel, t, g, i, j, block, K)) continue;
-        double s = 0;
-        for (int c = 0; c < hd; ++c) s += q[(i * n_heads + h) * hd + c] * k[(j * G + g) * hd + c];
-        pr[j] = scale * s;
-        mx = std::max(mx, pr[j]);
-      }
-      double sum = 0;
-      for (int64_t j = 0; j < t; ++j)
-        if (allowed(vis, sel, t, g, i, j, block, K)) sum += (pr[j] = std::exp(pr[j] - mx));
-      for (int64_t j = 0; j < t; ++j) pr[j] /= sum;
+    for (int64_t i = 0; i < t; ++i)
+      for (int64_t j = 0; j < t; ++j) mask[size_t(i * t + j)] = allowed(vis, sel, t, g, i, j, block, K);
+    for (int64_t i = 0; i < t; ++i)
       for (int c = 0; c < hd; ++c) {
-        double acc = 0;
-        for (int64_t j = 0; j < t; ++j) acc += pr[j] * v[(j * G + g) * hd + c];
-        out[(i * n_heads + h) * hd + c] = acc;
+        qh[size_t(i * hd + c)] = q[(i * n_heads + h) * hd + c];
+        kg[size_t(i * hd + c)] = k[(i * G + g) * hd + c];
+        vg[size_t(i * hd + c)] = v[(i * G + g) * hd + c];
       }
-    }
+    ops::ref::f64::attention(qh.data(), kg.data(), vg.data(), mask.data(), t, t, 1, 1, hd, scale, oh.data(),
+                             p + int64_t(h) * t * t);
+    for (int64_t i = 0; i < t; ++i)
+      for (int c = 0; c < hd; ++c) out[(i * n_heads + h) * hd + c] = oh[size_t(i * hd + c)];
   }
 }
 
-// o_i = Σ_j p_ij v_j, p = softmax_allowed(scale q_i·k_j):
-//   dv_j += Σ_i p_ij do_i;  dp_ij = do_i·v_j;  ds_ij = p_ij (dp_ij − Σ_l p_il dp_il);
-//   dq_i += scale Σ_j ds_ij k_j;  dk_j += scale Σ_i ds_ij q_i   (p = 0 outside allowed ⇒ ds = 0)
+// The attention backward given p (0 outside allowed ⇒ no gradient there): ref::attention_bwd
+// with the G groups as the KV heads.
 void msa_attention_bwd(const double* dout, const double* q, const double* k, const double* v, const double* p,
                        int64_t t, int n_heads, int G, int hd, double scale, double* dq, double* dk, double* dv) {
-  const int grp = n_heads / G;
-  std::vector<double> dp(static_cast<size_t>(t));
-  for (int h = 0; h < n_heads; ++h) {
-    const int g = h / grp;
-    for (int64_t i = 0; i < t; ++i) {
-      const double* pr = p + (int64_t(h) * t + i) * t;
-      const double* doi = dout + (i * n_heads + h) * hd;
-      double rowdot = 0;
-      for (int64_t j = 0; j < t; ++j) {
-        double s = 0;
-        for (int c = 0; c < hd; ++c) s += doi[c] * v[(j * G + g) * hd + c];
-        dp[size_t(j)] = s;
-        rowdot += pr[j] * s;
-      }
-      for (int64_t j = 0; j < t; ++j) {
-        const double ds = pr[j] * (dp[size_t(j)] - rowdot);
-        for (int c = 0; c < hd; ++c) {
-          dq[(i * n_heads + h) * hd + c] += scale * ds * k[(j * G + g) * hd + c];
-          dk[(j * G + g) * hd + c] += scale * ds * q[(i * n_heads + h) * hd + c];
-          dv[(j * G + g) * hd + c] += pr[j] * doi[c];
-        }
-      }
-    }
-  }
+  attention_bwd(dout, q, k, v, p, t, n_heads, G, hd, scale, dq, dk, dv);
 }
 
 // KL(t ‖ s) = Σ_j t_j log t_j − Σ_j t_j log s_j, log s_j = l_j − log Σ_allowed exp(l), l = zscale·z;

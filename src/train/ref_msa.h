@@ -1,17 +1,17 @@
 // The naive fp64 oracle of the M3 training kernels (train/kernels_msa.h): the same contracts,
 // plain loops, no BLAS, no threads. Written from the math and from reference/torch_models.py,
-// not from kernels_msa.cpp.
+// not from kernels_msa.cpp. The MSA forms here work on one packed sequence with a visibility mask
+// (ops::ref's MSA ops are paged and causal): the selection and the KL are defined here, the
+// block-sparse attention is the oracle's f64::attention over allowed(g, i); the per-head RMSNorm
+// and SwiGLU-OAI forwards are ops/ref/f64.h's (rms_norm over n · n_heads rows, swiglu_oai).
 #pragma once
 
 #include <cstdint>
 
 namespace mmx::train::ref {
 
-void rms_norm_heads_fwd(const double* x, const double* w, int64_t n, int n_heads, int64_t d, double eps, double* y,
-                        double* rstd);
 void rms_norm_heads_bwd(const double* dy, const double* x, const double* w, const double* rstd, int64_t n,
                         int n_heads, int64_t d, double* dx, double* dw);
-void swiglu_oai_fwd(const double* g, const double* u, int64_t n, double alpha, double limit, double* a);
 void swiglu_oai_bwd(const double* da, const double* g, const double* u, int64_t n, double alpha, double limit,
                     double* dg, double* du);
 void msa_index_scores(const double* iq, const double* ik, int64_t t, int G, int di, double* z);

@@ -295,7 +295,7 @@ TrainResult train_run(const TrainOptions& opt_in) {
       const int64_t nb = std::min(o.micro_batch, n_val_windows - w0);
       draw_val(w0, nb, tokens, targets);
       TrainBatch b{nb, o.seq_len, tokens.data(), targets.data(), nullptr, nullptr};
-      sum += graph->forward(b, nullptr);
+      sum += graph->forward_loss(b);
       scored += n_scored(targets);
     }
     graph->take_expert_loads();  // evaluation does not move the routing bias

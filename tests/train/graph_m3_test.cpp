@@ -8,6 +8,8 @@
 //   * the KL leaves every non-indexer gradient bitwise unchanged and is the indexer's only signal;
 //   * a tree-packed batch whose branches start on block boundaries equals the branches run as
 //     separate sequences (blocks are blocks of the packed row index: reference/torch_models.py);
+//   * random prefix trees as parent links give bitwise the loss, KL and gradients of the same
+//     trees as dense masks (train/visibility.h);
 //   * determinism: the same bits twice, and for 1 and 2 threads;
 //   * `mmx train --arch minimax_m3` end to end: 20 steps lower the loss, and the checkpoint loads
 //     in the engine with the training graph's logits.
@@ -29,8 +31,11 @@
 #include "engine_parity.h"
 #include "train/graph.h"
 #include "train/kernels.h"
+#include "train/loss.h"
 #include "train/params.h"
 #include "train/trainer.h"
+#include "train/visibility.h"
+#include "tree_batch.h"
 
 namespace mmx::train {
 namespace {
@@ -75,13 +80,13 @@ TEST(TrainGraphM3, ForwardEqualsInferenceForward) {
   load_params(dir, P);
   auto g = make_graph<float>(cfg, P, 1, T);
   std::vector<float> got(static_cast<size_t>(T * cfg.vocab_size));
-  g->forward(TrainBatch{1, T, ids.data(), targets.data(), nullptr, nullptr}, got.data());
+  g->forward_loss(TrainBatch{1, T, ids.data(), targets.data(), nullptr, nullptr}, got.data());
 
   ParamSet<double> Pd(param_layout(cfg));
   load_params(dir, Pd);
   auto gd = make_graph<double>(cfg, Pd, 1, T);
   std::vector<double> gotd(got.size());
-  gd->forward(TrainBatch{1, T, ids.data(), targets.data(), nullptr, nullptr}, gotd.data());
+  gd->forward_loss(TrainBatch{1, T, ids.data(), targets.data(), nullptr, nullptr}, gotd.data());
   EXPECT_GT(gd->index_kl(), 0.0);
 
   double mx = 0, d32 = 0, d64 = 0;
@@ -98,7 +103,7 @@ TEST(TrainGraphM3, ForwardEqualsInferenceForward) {
 
 // Σ CE / scored + W · kl of the double graph for the current parameter values.
 double loss_of(Graph<double>& g, const TrainBatch& b, double scored) {
-  const double ce = g.forward(b, nullptr) / scored;
+  const double ce = g.forward_loss(b) / scored;
   return ce + b.index_loss_weight * g.index_kl();
 }
 
@@ -152,6 +157,66 @@ void check_fd(double weight, bool indexer_only) {
 
 TEST(TrainGraphM3, CeGradientsMatchFiniteDifferences) { check_fd(0.0, false); }
 TEST(TrainGraphM3, IndexerKlGradientsMatchFiniteDifferences) { check_fd(0.5, true); }
+
+TEST(TrainGraphM3, TreeParentsEqualDenseMaskBitwise) {
+  const std::string dir = small_dir();
+  const ModelConfig cfg = load_config(dir);
+  const int64_t B = 2, T = 13;
+  for (uint64_t seed : {1, 2, 3, 4}) {
+    SCOPED_TRACE(seed);
+    const testing_tree::TreeBatch tb = testing_tree::random_tree_batch(B, T, cfg.vocab_size, seed);
+    std::vector<std::vector<float>> grads;
+    std::vector<double> losses, kls;
+    for (bool tree : {false, true}) {
+      ParamSet<float> P(param_layout(cfg));
+      load_params(dir, P);
+      auto g = make_graph<float>(cfg, P, B, T);
+      TrainBatch b{B, T, tb.tok.data(), tb.tgt.data(), tb.pos.data(), tree ? nullptr : tb.dense.data()};
+      b.parents = tree ? tb.parents.data() : nullptr;
+      b.index_loss_weight = 0.5;
+      P.zero_grad();
+      losses.push_back(g->forward_backward(b, 1.0 / double(B * T)));
+      kls.push_back(g->index_kl());
+      grads.push_back(P.grad);
+    }
+    EXPECT_GT(kls[0], 0.0);
+    EXPECT_EQ(losses[1], losses[0]);
+    EXPECT_EQ(kls[1], kls[0]);
+    EXPECT_EQ(0, std::memcmp(grads[1].data(), grads[0].data(), grads[0].size() * sizeof(float)));
+  }
+}
+
+// The three steps (forward, the loss step, backward) are forward_backward bit for bit, the KL
+// term included (backward adds it from the forward's batch).
+TEST(TrainGraphM3, ThreeStepsAreForwardBackwardBitwise) {
+  const std::string dir = small_dir();
+  const ModelConfig cfg = load_config(dir);
+  const int64_t B = 2, T = 12, n = B * T;
+  const std::vector<int32_t> tok = random_ids(n, cfg.vocab_size, 71), tgt = random_ids(n, cfg.vocab_size, 72);
+  std::vector<std::vector<float>> grads;
+  std::vector<double> losses, kls;
+  for (bool steps : {false, true}) {
+    ParamSet<float> P(param_layout(cfg));
+    load_params(dir, P);
+    auto g = make_graph<float>(cfg, P, B, T);
+    TrainBatch b{B, T, tok.data(), tgt.data(), nullptr, nullptr};
+    b.index_loss_weight = 0.5;
+    P.zero_grad();
+    if (!steps) {
+      losses.push_back(g->forward_backward(b, 0.125));
+    } else {
+      const float* logits = g->forward(b);
+      losses.push_back(token_nll<float>(logits, tgt.data(), nullptr, n, cfg.vocab_size, 0.125, g->dlogits_buffer()));
+      g->backward(g->dlogits_buffer());
+    }
+    kls.push_back(g->index_kl());
+    grads.push_back(P.grad);
+  }
+  EXPECT_GT(kls[0], 0.0);
+  EXPECT_EQ(losses[1], losses[0]);
+  EXPECT_EQ(kls[1], kls[0]);
+  EXPECT_EQ(0, std::memcmp(grads[1].data(), grads[0].data(), grads[0].size() * sizeof(float)));
+}
 
 TEST(TrainGraphM3, KlTrainsOnlyTheIndexer) {
   const std::string dir = small_dir();

@@ -5,6 +5,10 @@
 //   * splitting a batch into micro-batches (global token normaliser) leaves the gradient unchanged;
 //   * a tree-packed batch (shared prefix, two branches, visibility mask + positions) has the loss
 //     and gradients of the branches run as separate sequences;
+//   * the visibility forms: random prefix trees as parent links give bitwise the gradients of
+//     the same trees as dense masks; the converters round-trip;
+//   * the three steps (forward, loss, backward) are forward_backward bitwise, per-token loss
+//     weights scale exactly, and forward's target log-probabilities are the loss step's;
 //   * determinism: the same bits twice, and for 1 and 2 threads.
 #include <gtest/gtest.h>
 
@@ -18,7 +22,10 @@
 #include "testing/tiny_models.h"
 #include "train/graph.h"
 #include "train/kernels.h"
+#include "train/loss.h"
 #include "train/params.h"
+#include "train/visibility.h"
+#include "tree_batch.h"
 
 namespace mmx::train {
 namespace {
@@ -66,13 +73,13 @@ TEST(TrainGraph, ForwardEqualsInferenceForward) {
   load_params(dir, P);
   auto g = make_graph<float>(cfg, P, 1, T);
   std::vector<float> got(static_cast<size_t>(T * cfg.vocab_size));
-  g->forward(TrainBatch{1, T, ids.data(), targets.data(), nullptr, nullptr}, got.data());
+  g->forward_loss(TrainBatch{1, T, ids.data(), targets.data(), nullptr, nullptr}, got.data());
 
   ParamSet<double> Pd(param_layout(cfg));
   load_params(dir, Pd);
   auto gd = make_graph<double>(cfg, Pd, 1, T);
   std::vector<double> gotd(got.size());
-  gd->forward(TrainBatch{1, T, ids.data(), targets.data(), nullptr, nullptr}, gotd.data());
+  gd->forward_loss(TrainBatch{1, T, ids.data(), targets.data(), nullptr, nullptr}, gotd.data());
 
   double mx = 0, d32 = 0, d64 = 0;
   for (size_t i = 0; i < got.size(); ++i) {
@@ -88,7 +95,7 @@ TEST(TrainGraph, ForwardEqualsInferenceForward) {
 }
 
 // Loss of the double graph (Σ CE / scored) for the current parameter values.
-double loss_of(Graph<double>& g, const TrainBatch& b, double scored) { return g.forward(b, nullptr) / scored; }
+double loss_of(Graph<double>& g, const TrainBatch& b, double scored) { return g.forward_loss(b) / scored; }
 
 TEST(TrainGraph, ModelGradientsMatchFiniteDifferences) {
   for (const std::string& dir : small_dirs()) {
@@ -236,6 +243,89 @@ TEST(TrainGraph, RecomputedAttentionEqualsSavedBitwise) {
   }
 }
 
+TEST(TrainGraph, TreeParentsEqualDenseMaskBitwise) {
+  for (const std::string& dir : small_dirs()) {
+    SCOPED_TRACE(dir);
+    const ModelConfig cfg = load_config(dir);
+    const int64_t B = 2, T = 11;
+    for (uint64_t seed : {1, 2, 3, 4}) {
+      SCOPED_TRACE(seed);
+      const testing_tree::TreeBatch tb = testing_tree::random_tree_batch(B, T, cfg.vocab_size, seed);
+      EXPECT_EQ(dense_to_tree(tb.dense.data(), B, T), tb.parents);
+      std::vector<std::vector<float>> grads;
+      std::vector<double> losses;
+      for (int rc : {0, 1})
+        for (bool tree : {false, true}) {
+          ParamSet<float> P(param_layout(cfg));
+          load_params(dir, P);
+          auto g = make_graph<float>(cfg, P, B, T, GraphOptions{rc});
+          TrainBatch b{B, T, tb.tok.data(), tb.tgt.data(), tb.pos.data(), tree ? nullptr : tb.dense.data()};
+          b.parents = tree ? tb.parents.data() : nullptr;
+          P.zero_grad();
+          losses.push_back(g->forward_backward(b, 1.0 / double(B * T)));
+          grads.push_back(P.grad);
+        }
+      for (size_t k = 1; k < grads.size(); ++k) {
+        EXPECT_EQ(losses[k], losses[0]) << k;
+        EXPECT_EQ(0, std::memcmp(grads[k].data(), grads[0].data(), grads[0].size() * sizeof(float))) << k;
+      }
+    }
+  }
+}
+
+TEST(TrainGraph, VisibilityConvertersRefuseWhatIsNotATree) {
+  std::vector<uint8_t> vis = {1, 0, 0, 1, 1, 0, 0, 1, 1};  // 2 sees 1 but not 1's parent 0
+  EXPECT_THROW(dense_to_tree(vis.data(), 1, 3), Error);
+  const std::vector<int32_t> bad = {-1, 1, 0};  // token 1 is its own parent
+  EXPECT_THROW(tree_to_dense(bad.data(), 1, 3), Error);
+}
+
+TEST(TrainGraph, ThreeStepsAreForwardBackwardBitwise) {
+  for (const std::string& dir : small_dirs()) {
+    SCOPED_TRACE(dir);
+    const ModelConfig cfg = load_config(dir);
+    const int64_t B = 2, T = 9, n = B * T;
+    const std::vector<int32_t> tok = random_ids(n, cfg.vocab_size, 61);
+    std::vector<int32_t> tgt = random_ids(n, cfg.vocab_size, 62);
+    tgt[3] = -1;
+    const TrainBatch b{B, T, tok.data(), tgt.data(), nullptr, nullptr};
+    auto run = [&](int how, const double* weights, double* loss, std::vector<double>* logp) {
+      ParamSet<float> P(param_layout(cfg));
+      load_params(dir, P);
+      auto g = make_graph<float>(cfg, P, B, T);
+      TrainBatch bw = b;
+      bw.loss_weights = weights;
+      P.zero_grad();
+      if (how == 0) {
+        *loss = g->forward_backward(bw, 0.25);
+      } else {
+        const float* logits = g->forward(bw, logp);
+        *loss = token_nll<float>(logits, tgt.data(), weights, n, cfg.vocab_size, 0.25, g->dlogits_buffer());
+        g->backward(g->dlogits_buffer());
+      }
+      return P.grad;
+    };
+    double l0 = 0, l1 = 0, l2 = 0, l3 = 0;
+    std::vector<double> logp;
+    const auto g0 = run(0, nullptr, &l0, nullptr), g1 = run(1, nullptr, &l1, &logp);
+    EXPECT_EQ(l0, l1);
+    EXPECT_EQ(0, std::memcmp(g0.data(), g1.data(), g0.size() * sizeof(float)));
+    // log p(target) from forward: minus the loss step's per-token loss, 0 where not scored
+    ASSERT_EQ(logp.size(), size_t(n));
+    EXPECT_EQ(logp[3], 0.0);
+    double sum = 0;
+    for (double x : logp) sum -= x;
+    EXPECT_NEAR(sum, l0, 1e-12 * l0);
+    // w_t = 1 is cross-entropy bit for bit; w_t = 2 doubles loss and gradient exactly
+    const std::vector<double> ones(size_t(n), 1.0), twos(size_t(n), 2.0);
+    const auto g2 = run(0, ones.data(), &l2, nullptr), g3 = run(1, twos.data(), &l3, nullptr);
+    EXPECT_EQ(l2, l0);
+    EXPECT_EQ(0, std::memcmp(g2.data(), g0.data(), g0.size() * sizeof(float)));
+    EXPECT_EQ(l3, 2 * l0);
+    for (size_t i = 0; i < g0.size(); ++i) ASSERT_EQ(g3[i], 2 * g0[i]) << i;
+  }
+}
+
 TEST(TrainGraph, DeterministicAndThreadCountInvariant) {
   for (const std::string& dir : small_dirs()) {
   SCOPED_TRACE(dir);
@@ -257,15 +347,24 @@ TEST(TrainGraph, BadBatchesAreRefused) {
   ParamSet<float> P(param_layout(cfg));
   auto g = make_graph<float>(cfg, P, 1, 4);
   std::vector<int32_t> tok = {1, 2, 3, 4}, tgt = {2, 3, 4, 5};
-  EXPECT_THROW(g->forward(TrainBatch{2, 4, tok.data(), tgt.data(), nullptr, nullptr}, nullptr), Error);
+  EXPECT_THROW(g->forward_loss(TrainBatch{2, 4, tok.data(), tgt.data(), nullptr, nullptr}, nullptr), Error);
   tok[2] = 300;
-  EXPECT_THROW(g->forward(TrainBatch{1, 4, tok.data(), tgt.data(), nullptr, nullptr}, nullptr), Error);
+  EXPECT_THROW(g->forward_loss(TrainBatch{1, 4, tok.data(), tgt.data(), nullptr, nullptr}, nullptr), Error);
   tok[2] = 3;
   tgt[1] = -2;
-  EXPECT_THROW(g->forward(TrainBatch{1, 4, tok.data(), tgt.data(), nullptr, nullptr}, nullptr), Error);
+  EXPECT_THROW(g->forward_loss(TrainBatch{1, 4, tok.data(), tgt.data(), nullptr, nullptr}, nullptr), Error);
   tgt[1] = 3;
   std::vector<uint8_t> vis(16, 0);  // nobody sees itself
-  EXPECT_THROW(g->forward(TrainBatch{1, 4, tok.data(), tgt.data(), nullptr, vis.data()}, nullptr), Error);
+  EXPECT_THROW(g->forward_loss(TrainBatch{1, 4, tok.data(), tgt.data(), nullptr, vis.data()}, nullptr), Error);
+  std::vector<int32_t> parents = {-1, 0, 2, 1};  // token 2 is its own parent
+  TrainBatch tb{1, 4, tok.data(), tgt.data(), nullptr, nullptr};
+  tb.parents = parents.data();
+  EXPECT_THROW(g->forward_loss(tb), Error);
+  parents[2] = 0;
+  EXPECT_NO_THROW(g->forward_loss(tb));
+  for (size_t i = 0; i < 4; ++i) vis[i * 5] = 1;
+  tb.visibility = vis.data();  // both forms at once
+  EXPECT_THROW(g->forward_loss(tb), Error);
 }
 
 }  // namespace

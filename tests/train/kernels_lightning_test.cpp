@@ -7,11 +7,13 @@
 #include <cmath>
 #include <tuple>
 
+#include "ops/ref/f64.h"
 #include "train/grad_check.h"
 #include "train/kernels_lightning.h"
 #include "train/ref_lightning.h"
 
 namespace mmx::train {
+namespace f64 = ops::ref::f64;  // the forward oracle (shared with ops::ref)
 namespace {
 
 constexpr double kD = 1e-12, kFr = 2e-5, kFa = 1e-6, kFd = 1e-6;
@@ -143,24 +145,24 @@ TEST(TrainKernelsLightning, SiluAndSigmoidGate) {
   const V x = randn(static_cast<size_t>(n), 7, 3.0), g = randn(static_cast<size_t>(n), 8, 3.0),
           dy = randn(static_cast<size_t>(n), 9);
   V y(static_cast<size_t>(n)), yd = y, dx(static_cast<size_t>(n), 0), dxd = dx;
-  ref::silu_fwd(x.data(), n, y.data());
+  f64::silu(x.data(), n, y.data());
   silu_fwd<double>(x.data(), n, yd.data());
   expect_close(yd, y, kD, 0, "silu fwd");
   ref::silu_bwd(dy.data(), x.data(), n, dx.data());
   silu_bwd<double>(dy.data(), x.data(), n, dxd.data());
   expect_close(dxd, dx, kD, 0, "silu bwd");
-  expect_close(dx, fd_grad([&](const V& v) { V o(v.size()); ref::silu_fwd(v.data(), n, o.data()); return dot(o, dy); }, x), kFd, 1e-9, "silu fd");
+  expect_close(dx, fd_grad([&](const V& v) { V o(v.size()); f64::silu(v.data(), n, o.data()); return dot(o, dy); }, x), kFd, 1e-9, "silu fd");
   V da(static_cast<size_t>(n), 0), dg = da, dad = da, dgd = da;
   ref::mul_sigmoid_bwd(dy.data(), x.data(), g.data(), n, da.data(), dg.data());
   mul_sigmoid_bwd<double>(dy.data(), x.data(), g.data(), n, dad.data(), dgd.data());
   expect_close(dad, da, kD, 0, "gate da");
   expect_close(dgd, dg, kD, 0, "gate dg");
-  auto L = [&](const V& a, const V& gg) { V o(a.size()); ref::mul_sigmoid_fwd(a.data(), gg.data(), n, o.data()); return dot(o, dy); };
+  auto L = [&](const V& a, const V& gg) { V o(a.size()); f64::mul_sigmoid(a.data(), gg.data(), n, o.data()); return dot(o, dy); };
   expect_close(da, fd_grad([&](const V& v) { return L(v, g); }, x), kFd, 1e-9, "gate da fd");
   expect_close(dg, fd_grad([&](const V& v) { return L(x, v); }, g), kFd, 1e-9, "gate dg fd");
   std::vector<float> yf(static_cast<size_t>(n));
   mul_sigmoid_fwd<float>(to_f(x).data(), to_f(g).data(), n, yf.data());
-  ref::mul_sigmoid_fwd(x.data(), g.data(), n, y.data());
+  f64::mul_sigmoid(x.data(), g.data(), n, y.data());
   expect_close(to_d(yf), y, kFr, kFa, "gate fwd float");
 }
 
@@ -170,7 +172,7 @@ TEST(TrainKernelsLightning, RouterSoftmax) {
     const V logits = randn(static_cast<size_t>(n * E), 11, 2.0), dw = randn(static_cast<size_t>(n * k), 12);
     std::vector<int32_t> ids(static_cast<size_t>(n * k)), idsd = ids, idsf = ids;
     V w(ids.size()), p(logits.size()), wd = w, pd = p;
-    ref::router_softmax_fwd(logits.data(), n, E, k, ids.data(), w.data(), p.data());
+    f64::route_softmax(logits.data(), n, E, k, ids.data(), w.data(), p.data());
     router_softmax_fwd<double>(logits.data(), n, E, k, idsd.data(), wd.data(), pd.data());
     EXPECT_EQ(idsd, ids);
     expect_close(wd, w, kD, 0, "w double");
@@ -187,7 +189,7 @@ TEST(TrainKernelsLightning, RouterSoftmax) {
     expect_close(dl, fd_grad([&](const V& x) {
       std::vector<int32_t> ii(ids.size());
       V ww(w.size()), pp(p.size());
-      ref::router_softmax_fwd(x.data(), n, E, k, ii.data(), ww.data(), pp.data());
+      f64::route_softmax(x.data(), n, E, k, ii.data(), ww.data(), pp.data());
       EXPECT_EQ(ii, ids) << "selection flipped under the finite difference";
       return dot(ww, dw);
     }, logits, 1e-6), kFd, 1e-9, "vs fd");

@@ -19,12 +19,14 @@
 #include <string>
 #include <vector>
 
+#include "ops/ref/f64.h"
 #include "train/grad_check.h"
 #include "train/kernels.h"
 #include "train/kernels_msa.h"
 #include "train/ref_msa.h"
 
 namespace mmx::train {
+namespace f64 = ops::ref::f64;  // the forward oracle (shared with ops::ref)
 namespace {
 
 using I = std::vector<int32_t>;
@@ -103,7 +105,7 @@ TEST(TrainKernelsMsa, RmsNormHeads) {
     SCOPED_TRACE(testing::Message() << "n=" << n << " heads=" << h << " d=" << d);
     const V x = randn(size_t(n * h * d), 1), w = randn(size_t(d), 2), dy = randn(x.size(), 3);
     V y(x.size()), r(size_t(n * h)), yd = y, rd = r;
-    ref::rms_norm_heads_fwd(x.data(), w.data(), n, h, d, 1e-6, y.data(), r.data());
+    f64::rms_norm(x.data(), w.data(), n * h, d, 1e-6, y.data(), r.data());
     rms_norm_heads_fwd<double>(x.data(), w.data(), n, h, d, 1e-6, yd.data(), rd.data());
     check_close(yd, y, kD, 0, "fwd double");
     std::vector<float> yf(y.size()), rf(r.size());
@@ -121,7 +123,7 @@ TEST(TrainKernelsMsa, RmsNormHeads) {
     check_close(to_d(dwf), dw, kFr, kFa, "dw float");
     auto L = [&](const V& xx, const V& ww) {
       V yy(x.size()), rr(r.size());
-      ref::rms_norm_heads_fwd(xx.data(), ww.data(), n, h, d, 1e-6, yy.data(), rr.data());
+      f64::rms_norm(xx.data(), ww.data(), n * h, d, 1e-6, yy.data(), rr.data());
       return dot(yy, dy);
     };
     check_close(dx, fd_grad([&](const V& v) { return L(v, w); }, x), kFd, 1e-9, "dx vs fd");
@@ -132,9 +134,9 @@ TEST(TrainKernelsMsa, RmsNormHeads) {
 // Each head's vector is normalised on its own: scaling one head leaves the others' output alone.
 TEST(TrainKernelsMsa, RmsNormHeadsIsPerHead) {
   V x = randn(2 * 3 * 4, 5), w = randn(4, 6), y(x.size()), r(6), y2 = y, r2 = r;
-  ref::rms_norm_heads_fwd(x.data(), w.data(), 2, 3, 4, 1e-6, y.data(), r.data());
+  f64::rms_norm(x.data(), w.data(), 2 * 3, 4, 1e-6, y.data(), r.data());
   for (int c = 0; c < 4; ++c) x[size_t(4 + c)] *= 10;  // row 0, head 1
-  ref::rms_norm_heads_fwd(x.data(), w.data(), 2, 3, 4, 1e-6, y2.data(), r2.data());
+  f64::rms_norm(x.data(), w.data(), 2 * 3, 4, 1e-6, y2.data(), r2.data());
   for (size_t i = 0; i < y.size(); ++i) {
     if (i >= 4 && i < 8) {
       EXPECT_NEAR(y2[i], y[i], 1e-4) << i;  // scale invariant up to eps
@@ -158,7 +160,7 @@ TEST(TrainKernelsMsa, SwigluOai) {
         if (std::fabs(std::fabs(x[i]) - limit) < 1e-3) x[i] += 3e-3;
     const V da = randn(N, 3);
     V a(N), ad(N);
-    ref::swiglu_oai_fwd(g.data(), u.data(), n, alpha, limit, a.data());
+    f64::swiglu_oai(g.data(), u.data(), n, alpha, limit, a.data());
     swiglu_oai_fwd<double>(g.data(), u.data(), n, alpha, limit, ad.data());
     check_close(ad, a, kD, 0, "fwd double");
     std::vector<float> af(N);
@@ -175,7 +177,7 @@ TEST(TrainKernelsMsa, SwigluOai) {
     check_close(to_d(duf), du, kFr, kFa, "du float");
     auto L = [&](const V& gg, const V& uu) {
       V aa(N);
-      ref::swiglu_oai_fwd(gg.data(), uu.data(), n, alpha, limit, aa.data());
+      f64::swiglu_oai(gg.data(), uu.data(), n, alpha, limit, aa.data());
       return dot(aa, da);
     };
     check_close(dg, fd_grad([&](const V& v) { return L(v, u); }, g), kFd, 1e-9, "dg vs fd");

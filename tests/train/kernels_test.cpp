@@ -16,11 +16,14 @@
 #include <string>
 #include <vector>
 
+#include "ops/ref/f64.h"
 #include "train/grad_check.h"
 #include "train/kernels.h"
+#include "train/loss.h"
 #include "train/ref.h"
 
 namespace mmx::train {
+namespace f64 = ops::ref::f64;  // the forward oracle (shared with ops::ref)
 namespace {
 
 constexpr double kD = 1e-12, kFr = 2e-5, kFa = 1e-6, kFd = 1e-6;
@@ -32,7 +35,7 @@ TEST(TrainKernels, Linear) {
     SCOPED_TRACE(testing::Message() << "n=" << n << " in=" << in << " out=" << out);
     const V x = randn(static_cast<size_t>(n * in), 1), w = randn(static_cast<size_t>(out * in), 2), dy = randn(static_cast<size_t>(n * out), 3);
     V y(static_cast<size_t>(n * out)), yd(y.size());
-    ref::linear_fwd(x.data(), w.data(), n, in, out, y.data());
+    f64::linear(x.data(), w.data(), n, in, out, y.data());
     linear_fwd<double>(x.data(), w.data(), n, in, out, yd.data());
     expect_close(yd, y, kD, 0, "fwd double");
     std::vector<float> yf(y.size());
@@ -49,8 +52,8 @@ TEST(TrainKernels, Linear) {
     expect_close(to_d(dxf), dx, kFr, kFa, "dx float");
     expect_close(to_d(dwf), dw, kFr, kFa, "dw float");
     if (n * in <= 200) {
-      expect_close(dx, fd_grad([&](const V& xx) { V yy(y.size()); ref::linear_fwd(xx.data(), w.data(), n, in, out, yy.data()); return dot(yy, dy); }, x), kFd, 1e-9, "dx vs fd");
-      expect_close(dw, fd_grad([&](const V& ww) { V yy(y.size()); ref::linear_fwd(x.data(), ww.data(), n, in, out, yy.data()); return dot(yy, dy); }, w), kFd, 1e-9, "dw vs fd");
+      expect_close(dx, fd_grad([&](const V& xx) { V yy(y.size()); f64::linear(xx.data(), w.data(), n, in, out, yy.data()); return dot(yy, dy); }, x), kFd, 1e-9, "dx vs fd");
+      expect_close(dw, fd_grad([&](const V& ww) { V yy(y.size()); f64::linear(x.data(), ww.data(), n, in, out, yy.data()); return dot(yy, dy); }, w), kFd, 1e-9, "dw vs fd");
     }
   }
 }
@@ -85,7 +88,7 @@ TEST(TrainKernels, RmsNorm) {
     const V x = randn(static_cast<size_t>(n * d), 6, 2.0), w = randn(static_cast<size_t>(d), 7), dy = randn(static_cast<size_t>(n * d), 8);
     const double eps = 1e-6;
     V y(x.size()), r(static_cast<size_t>(n)), yd(x.size()), rd(static_cast<size_t>(n));
-    ref::rms_norm_fwd(x.data(), w.data(), n, d, eps, y.data(), r.data());
+    f64::rms_norm(x.data(), w.data(), n, d, eps, y.data(), r.data());
     rms_norm_fwd<double>(x.data(), w.data(), n, d, eps, yd.data(), rd.data());
     expect_close(yd, y, kD, 0, "fwd double");
     std::vector<float> yf(x.size()), rf(static_cast<size_t>(n));
@@ -102,7 +105,7 @@ TEST(TrainKernels, RmsNorm) {
     expect_close(to_d(dwf), dw, kFr, kFa, "dw float");
     auto L = [&](const V& xx, const V& ww) {
       V yy(x.size()), rr(static_cast<size_t>(n));
-      ref::rms_norm_fwd(xx.data(), ww.data(), n, d, eps, yy.data(), rr.data());
+      f64::rms_norm(xx.data(), ww.data(), n, d, eps, yy.data(), rr.data());
       return dot(yy, dy);
     };
     expect_close(dx, fd_grad([&](const V& xx) { return L(xx, w); }, x), kFd, 1e-9, "dx vs fd");
@@ -118,17 +121,17 @@ TEST(TrainKernels, Rope) {
     const std::vector<int32_t> pos = {0, 7, 999, 3, 42};
     const V x = randn(static_cast<size_t>(n * h * hd), 9), dy = randn(x.size(), 10);
     V y = x, yd = x;
-    ref::rope(y.data(), pos.data(), n, h, hd, rot, 1e4, false);
+    f64::rope_neox(y.data(), pos.data(), n, h, hd, rot, 1e4, false);
     rope<double>(yd.data(), pos.data(), n, h, hd, rot, 1e4, false);
     expect_close(yd, y, kD, 0, "fwd double");
     std::vector<float> yf = to_f(x);
     rope<float>(yf.data(), pos.data(), n, h, hd, rot, 1e4, false);
     expect_close(to_d(yf), y, kFr, kFa, "fwd float");
     V dx = dy, dxd = dy;  // the backward is the inverse rotation of dy
-    ref::rope(dx.data(), pos.data(), n, h, hd, rot, 1e4, true);
+    f64::rope_neox(dx.data(), pos.data(), n, h, hd, rot, 1e4, true);
     rope<double>(dxd.data(), pos.data(), n, h, hd, rot, 1e4, true);
     expect_close(dxd, dx, kD, 0, "bwd double");
-    expect_close(dx, fd_grad([&](const V& xx) { V yy = xx; ref::rope(yy.data(), pos.data(), n, h, hd, rot, 1e4, false); return dot(yy, dy); }, x), kFd, 1e-9, "vs fd");
+    expect_close(dx, fd_grad([&](const V& xx) { V yy = xx; f64::rope_neox(yy.data(), pos.data(), n, h, hd, rot, 1e4, false); return dot(yy, dy); }, x), kFd, 1e-9, "vs fd");
   }
 }
 
@@ -169,7 +172,7 @@ TEST(TrainKernels, Attention) {
             v = randn(static_cast<size_t>(t * c.kh * c.hd), 13), dout = randn(q.size(), 14);
     const double scale = 1.0 / std::sqrt(double(c.hd));
     V o(q.size()), p(static_cast<size_t>(c.h * t * t)), od(q.size()), pd(p.size());
-    ref::attention_fwd(q.data(), k.data(), v.data(), vis, t, c.h, c.kh, c.hd, scale, o.data(), p.data());
+    f64::attention(q.data(), k.data(), v.data(), vis, t, t, c.h, c.kh, c.hd, scale, o.data(), p.data());
     attention_fwd<double>(q.data(), k.data(), v.data(), vis, t, c.h, c.kh, c.hd, scale, od.data(), pd.data());
     expect_close(od, o, kD, 0, "fwd double");
     std::vector<float> of(q.size()), pf(p.size());
@@ -192,7 +195,7 @@ TEST(TrainKernels, Attention) {
     expect_close(to_d(dvf), dv, kFr, kFa, "dv float");
     auto L = [&](const V& qq, const V& kk, const V& vv) {
       V oo(q.size()), pp(p.size());
-      ref::attention_fwd(qq.data(), kk.data(), vv.data(), vis, t, c.h, c.kh, c.hd, scale, oo.data(), pp.data());
+      f64::attention(qq.data(), kk.data(), vv.data(), vis, t, t, c.h, c.kh, c.hd, scale, oo.data(), pp.data());
       return dot(oo, dout);
     };
     expect_close(dq, fd_grad([&](const V& x) { return L(x, k, v); }, q), kFd, 1e-9, "dq vs fd");
@@ -215,7 +218,7 @@ TEST(TrainKernels, AttentionTreeBranchEqualsSeparateSequence) {
   const auto vis = tree_mask({-1, 0, 1, 2, 3, 2, 5, 6});
   const V q = randn(static_cast<size_t>(t * h * hd), 21), k = randn(static_cast<size_t>(t * kh * hd), 22), v = randn(static_cast<size_t>(t * kh * hd), 23);
   V o(q.size()), p(static_cast<size_t>(h * t * t));
-  ref::attention_fwd(q.data(), k.data(), v.data(), vis.data(), t, h, kh, hd, 0.5, o.data(), p.data());
+  f64::attention(q.data(), k.data(), v.data(), vis.data(), t, t, h, kh, hd, 0.5, o.data(), p.data());
   const std::vector<int> branch = {0, 1, 2, 5, 6, 7};
   const int64_t tb = int64_t(branch.size());
   V qb, kb, vb;
@@ -225,7 +228,7 @@ TEST(TrainKernels, AttentionTreeBranchEqualsSeparateSequence) {
     vb.insert(vb.end(), v.begin() + r * kh * hd, v.begin() + (r + 1) * kh * hd);
   }
   V ob(qb.size()), pb(static_cast<size_t>(h * tb * tb));
-  ref::attention_fwd(qb.data(), kb.data(), vb.data(), nullptr, tb, h, kh, hd, 0.5, ob.data(), pb.data());
+  f64::attention(qb.data(), kb.data(), vb.data(), nullptr, tb, tb, h, kh, hd, 0.5, ob.data(), pb.data());
   V sel;
   for (int r : branch) sel.insert(sel.end(), o.begin() + r * h * hd, o.begin() + (r + 1) * h * hd);
   expect_close(sel, ob, 1e-14, 0, "branch rows");
@@ -237,7 +240,7 @@ TEST(TrainKernels, GluSilu) {
   const int64_t n = 50;
   const V g = randn(static_cast<size_t>(n), 31, 3.0), u = randn(static_cast<size_t>(n), 32), da = randn(static_cast<size_t>(n), 33);
   V a(static_cast<size_t>(n)), ad(static_cast<size_t>(n));
-  ref::glu_silu_fwd(g.data(), u.data(), n, a.data());
+  f64::glu_silu(g.data(), u.data(), n, a.data());
   glu_silu_fwd<double>(g.data(), u.data(), n, ad.data());
   expect_close(ad, a, kD, 0, "fwd double");
   V dg(static_cast<size_t>(n), 0), du = dg, dgd = dg, dud = dg;
@@ -248,7 +251,7 @@ TEST(TrainKernels, GluSilu) {
   std::vector<float> dgf(static_cast<size_t>(n), 0), duf(static_cast<size_t>(n), 0);
   glu_silu_bwd<float>(to_f(da).data(), to_f(g).data(), to_f(u).data(), n, dgf.data(), duf.data());
   expect_close(to_d(dgf), dg, kFr, kFa, "dg float");
-  auto L = [&](const V& gg, const V& uu) { V aa(static_cast<size_t>(n)); ref::glu_silu_fwd(gg.data(), uu.data(), n, aa.data()); return dot(aa, da); };
+  auto L = [&](const V& gg, const V& uu) { V aa(static_cast<size_t>(n)); f64::glu_silu(gg.data(), uu.data(), n, aa.data()); return dot(aa, da); };
   expect_close(dg, fd_grad([&](const V& x) { return L(x, u); }, g), kFd, 1e-9, "dg vs fd");
   expect_close(du, fd_grad([&](const V& x) { return L(g, x); }, u), kFd, 1e-9, "du vs fd");
 }
@@ -261,7 +264,7 @@ TEST(TrainKernels, RouterSigmoid) {
     const V logits = randn(static_cast<size_t>(n * E), 41, 2.0), bias = randn(static_cast<size_t>(E), 42, 0.3), dw = randn(static_cast<size_t>(n * k), 43);
     std::vector<int32_t> ids(static_cast<size_t>(n * k)), idsd = ids, idsf = ids;
     V w(static_cast<size_t>(n * k)), p(static_cast<size_t>(n * E)), wd = w, pd = p;
-    ref::router_sigmoid_fwd(logits.data(), bias.data(), n, E, k, ids.data(), w.data(), p.data());
+    f64::route_sigmoid(logits.data(), bias.data(), n, E, k, ids.data(), w.data(), p.data());
     router_sigmoid_fwd<double>(logits.data(), bias.data(), n, E, k, idsd.data(), wd.data(), pd.data());
     EXPECT_EQ(idsd, ids);
     expect_close(wd, w, kD, 0, "w double");
@@ -280,7 +283,7 @@ TEST(TrainKernels, RouterSigmoid) {
     expect_close(dl, fd_grad([&](const V& x) {
       std::vector<int32_t> ii(ids.size());
       V ww(w.size()), pp(p.size());
-      ref::router_sigmoid_fwd(x.data(), bias.data(), n, E, k, ii.data(), ww.data(), pp.data());
+      f64::route_sigmoid(x.data(), bias.data(), n, E, k, ii.data(), ww.data(), pp.data());
       EXPECT_EQ(ii, ids) << "selection flipped under the finite difference";
       return dot(ww, dw);
     }, logits, 1e-6), kFd, 1e-9, "vs fd");
@@ -294,7 +297,7 @@ TEST(TrainKernels, RouterSigmoidTieBreak) {
   V w(2), p(4);
   router_sigmoid_fwd<double>(logits.data(), nullptr, 1, 4, 2, ids.data(), w.data(), p.data());
   EXPECT_EQ(ids, (std::vector<int32_t>{0, 1}));
-  ref::router_sigmoid_fwd(logits.data(), nullptr, 1, 4, 2, ids.data(), w.data(), p.data());
+  f64::route_sigmoid(logits.data(), nullptr, 1, 4, 2, ids.data(), w.data(), p.data());
   EXPECT_EQ(ids, (std::vector<int32_t>{0, 1}));
 }
 
@@ -322,6 +325,37 @@ TEST(TrainKernels, CrossEntropy) {
     V zero(logits.size(), 0.0);
     EXPECT_NEAR(ref::cross_entropy(zero.data(), tg.data(), n, vocab, 0, nullptr), (n - 1) * std::log(double(vocab)), 1e-12);
   }
+}
+
+// The weighted log-likelihood (train/loss.h): Σ w_t · CE_t and w_t · dCE_t row by row against
+// the ref cross-entropy of each row alone; log p(target) = −CE_t.
+TEST(TrainKernels, WeightedTokenNll) {
+  const int n = 5, vocab = 40;
+  const V logits = randn(static_cast<size_t>(n * vocab), 52, 3.0);
+  std::vector<int32_t> tg = {3, -1, 39, 0, 17};
+  const std::vector<double> w = {0.5, 2.0, -1.25, 0.0, 3.0};
+  const double scale = 0.25;
+  V dld(logits.size());
+  std::vector<double> logp(static_cast<size_t>(n));
+  const double lossd = token_nll<double>(logits.data(), tg.data(), w.data(), n, vocab, scale, dld.data(), logp.data());
+  std::vector<float> dlf(logits.size());
+  const double lossf = token_nll<float>(to_f(logits).data(), tg.data(), w.data(), n, vocab, scale, dlf.data());
+  double want = 0;
+  V dl(logits.size());
+  for (int t = 0; t < n; ++t) {
+    const double ce = ref::cross_entropy(logits.data() + t * vocab, tg.data() + t, 1, vocab, scale * w[size_t(t)],
+                                         dl.data() + t * vocab);
+    want += w[size_t(t)] * ce;
+    EXPECT_NEAR(logp[size_t(t)], -ce, 1e-12 * (1 + ce)) << t;
+  }
+  EXPECT_NEAR(lossd, want, 1e-12 * std::fabs(want));
+  EXPECT_NEAR(lossf, want, 1e-5 * std::fabs(want));
+  expect_close(dld, dl, kD, 0, "grad double");
+  expect_close(to_d(dlf), dl, kFr, 1e-8, "grad float");
+  // in place over the logits, as the graphs use it
+  V inplace = logits;
+  EXPECT_EQ(token_nll<double>(inplace.data(), tg.data(), w.data(), n, vocab, scale, inplace.data()), lossd);
+  EXPECT_EQ(0, std::memcmp(inplace.data(), dld.data(), dld.size() * sizeof(double)));
 }
 
 // ---- thread-count invariance ----

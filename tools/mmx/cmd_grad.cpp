@@ -2,7 +2,8 @@
 // against the PyTorch reference (reference/torch_grad.py writes the same file layout).
 //   batch: .npy int [B, T+1]: inputs = [:, :-1], targets = [:, 1:] (-1 = not scored; as an input
 //          it is read as id 0)
-//   mask:  .npy bool/uint8 [B, T, T] visibility (optional; default causal)
+//   mask:  .npy bool/uint8 [B, T, T] visibility (optional; default causal), or
+//   parents: .npy int [B, T] prefix-tree parent links, parents[i] in [-1, i) (train/visibility.h)
 //   out:   safetensors, F64: "loss" [1] = Σ CE / scored targets (+ W · the M3 indexer KL with
 //          --index-loss-weight W), and d loss / d θ under each trainable tensor's checkpoint name
 //          (the routing bias has no gradient and is left out)
@@ -23,7 +24,7 @@ namespace mmx::cli {
 
 namespace {
 struct Opts {
-  std::string model, batch, mask, out, dtype = "f64";
+  std::string model, batch, mask, parents, out, dtype = "f64";
   int threads = 0;
   double index_loss_weight = 0;  // M3: loss = ce + W · kl (reference/torch_grad.py --index-loss-weight)
 };
@@ -55,11 +56,18 @@ void run_grad(const Opts& o) {
     if (m.shape != std::vector<int64_t>{B, T, T}) fail("{}: the mask must be [B, T, T] = [{}, {}, {}]", o.mask, B, T, T);
     for (int64_t v : m.values) vis.push_back(v != 0);
   }
+  std::vector<int32_t> parents;
+  if (!o.parents.empty()) {
+    const train::NpyArray m = train::read_npy(o.parents);
+    if (m.shape != std::vector<int64_t>{B, T}) fail("{}: the parents must be [B, T] = [{}, {}]", o.parents, B, T);
+    for (int64_t v : m.values) parents.push_back(int32_t(v));
+  }
   int64_t scored = 0;
   for (int32_t t : targets) scored += t >= 0;
   if (scored == 0) fail("{}: no target is scored", o.batch);
   auto graph = train::make_graph<R>(cfg, P, B, T);
   train::TrainBatch tb{B, T, tokens.data(), targets.data(), nullptr, vis.empty() ? nullptr : vis.data()};
+  tb.parents = parents.empty() ? nullptr : parents.data();
   tb.index_loss_weight = o.index_loss_weight;
   tb.index_rows = real.data();
   const double ce = graph->forward_backward(tb, 1.0 / double(scored)) / double(scored);
@@ -84,6 +92,8 @@ void add_grad(CLI::App& app, Action& action) {
   c->add_option("-m,--model", o->model, "Checkpoint directory")->required();
   c->add_option("--batch", o->batch, ".npy int array [B, T+1] of token ids")->required();
   c->add_option("--mask", o->mask, ".npy bool array [B, T, T]: token i sees token j");
+  c->add_option("--parents", o->parents, ".npy int array [B, T]: prefix-tree parent of each token (-1: a root)")
+      ->excludes(c->get_option("--mask"));
   c->add_option("--dtype", o->dtype, "Arithmetic: f64 (the double path) or f32 (the training path)")
       ->check(CLI::IsMember({"f64", "f32"}));
   c->add_option("-o,--out", o->out, "Output safetensors (F64)")->required();

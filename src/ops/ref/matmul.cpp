@@ -9,6 +9,8 @@
 #include "base/qblocks.h"
 #include "ops/check.h"
 #include "ops/ops.h"
+#include "ops/ref/f64.h"
+#include "ops/ref/widen.h"
 
 namespace mmx::ops::ref {
 
@@ -78,18 +80,17 @@ double linear_at(const Linear& w, int64_t o, int64_t i) {
   return 0.0;
 }
 
-// y[t, o] = sum_i x[t, i] · W[o, i].  x: [n, n_in]; y: [n, n_out].
+// y[t, o] = sum_i x[t, i] · W[o, i] (the fp64 oracle's linear, one decoded row of W at a time).
+// x: [n, n_in]; y: [n, n_out].
 void matmul(const Tensor& x, const Linear& w, Tensor& y) {
   check::matmul(x, w, y);
   const int64_t n = x.dim(0), n_in = w.n_in(), n_out = w.n_out();
-  std::vector<double> row(static_cast<size_t>(n_in));  // [n_in] = W[o, :]
+  const std::vector<double> xd = widen(x.f32(), n * n_in);
+  std::vector<double> row(static_cast<size_t>(n_in)), col(static_cast<size_t>(n));  // W[o, :]; y[:, o]
   for (int64_t o = 0; o < n_out; ++o) {
     for (int64_t i = 0; i < n_in; ++i) row[size_t(i)] = linear_at(w, o, i);
-    for (int64_t t = 0; t < n; ++t) {
-      double acc = 0.0;
-      for (int64_t i = 0; i < n_in; ++i) acc += double(x.f32()[t * n_in + i]) * row[size_t(i)];
-      y.f32()[t * n_out + o] = float(acc);
-    }
+    f64::linear(xd.data(), row.data(), n, n_in, 1, col.data());
+    for (int64_t t = 0; t < n; ++t) y.f32()[t * n_out + o] = float(col[size_t(t)]);
   }
 }
 

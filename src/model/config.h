@@ -92,7 +92,6 @@ struct ModelConfig {
   int64_t shared_ffn_dim = 0;     // shared expert width (0 = none)
   FfnAct ffn_act = FfnAct::kSiluGlu;
   float swiglu_alpha = 1.702f, swiglu_limit = 7.0f;
-  std::string tensor_prefix;      // "language_model." for the M3 VL wrapper
 
   // MoE
   int64_t ffn_dim = 0;        // intermediate_size, per expert

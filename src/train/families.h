@@ -10,6 +10,9 @@
 
 namespace mmx::train {
 
+// The checkpoint schema's tensors (model/schema.h) as parameters, in checkpoint order (params.cpp).
+std::vector<ParamInfo> schema_params(const ModelConfig& c);
+
 std::vector<ParamInfo> param_layout_moe(const ModelConfig& c);
 template <class T>
 std::unique_ptr<Graph<T>> make_graph_moe(const ModelConfig& c, ParamSet<T>& p, int64_t max_seqs, int64_t seq_len,

@@ -11,9 +11,9 @@
 namespace mmx::train {
 
 template <class T>
-GraphBase<T>::GraphBase(const ModelConfig& c, ParamSet<T>& P, int64_t max_seqs, int64_t seq_len, std::string prefix,
-                        double eps, bool postnorm)
-    : c_(c), P_(P), max_seqs_(max_seqs), seq_len_(seq_len), pre_(std::move(prefix)), eps_(eps), postnorm_(postnorm) {
+GraphBase<T>::GraphBase(const ModelConfig& c, ParamSet<T>& P, int64_t max_seqs, int64_t seq_len, double eps,
+                        bool postnorm)
+    : c_(c), P_(P), max_seqs_(max_seqs), seq_len_(seq_len), eps_(eps), postnorm_(postnorm) {
   const int64_t n = max_seqs * seq_len, d = c.d_model;
   blocks_.resize(size_t(c.n_layers));
   for (BlockActs& A : blocks_) {
@@ -63,20 +63,19 @@ const T* GraphBase<T>::forward(const TrainBatch& b, std::vector<double>* target_
   const int64_t t = b.seq_len, n = b.n_seqs * t, d = c_.d_model;
   for (int64_t i = 0; i < n; ++i) pos_[size_t(i)] = b.positions ? b.positions[i] : int32_t(i % t);
   begin_forward();
-  embedding_fwd<T>(P_.p(pre_ + "model.embed_tokens.weight"), b.tokens, n, d, x_.data());
+  embedding_fwd<T>(P_.p(nm(TensorRole::kEmbed)), b.tokens, n, d, x_.data());
   for (int il = 0; il < c_.n_layers; ++il) {
     BlockActs& A = blocks_[size_t(il)];
-    const std::string p = lp(il);
     std::memcpy(A.x_in.data(), x_.data(), sizeof(T) * size_t(n * d));
-    rms_norm_fwd<T>(x_.data(), gain(p + "input_layernorm.weight"), n, d, eps_, A.h1.data(), A.r1.data());
+    rms_norm_fwd<T>(x_.data(), gain(nm(TensorRole::kAttnNorm, il)), n, d, eps_, A.h1.data(), A.r1.data());
     attention_forward(il, dh_.data());
     residual(A.h1.data(), dh_.data(), attention_scale(il), n * d);
     std::memcpy(A.x_mid.data(), x_.data(), sizeof(T) * size_t(n * d));
-    rms_norm_fwd<T>(x_.data(), gain(p + "post_attention_layernorm.weight"), n, d, eps_, A.h2.data(), A.r2.data());
+    rms_norm_fwd<T>(x_.data(), gain(nm(TensorRole::kFfnNorm, il)), n, d, eps_, A.h2.data(), A.r2.data());
     ffn_forward(il);
   }
-  rms_norm_fwd<T>(x_.data(), gain(pre_ + "model.norm.weight"), n, d, eps_, hf_.data(), rf_.data());
-  linear_fwd<T>(hf_.data(), P_.p(pre_ + "lm_head.weight"), n, d, c_.vocab_size, logits_.data());
+  rms_norm_fwd<T>(x_.data(), gain(nm(TensorRole::kFinalNorm)), n, d, eps_, hf_.data(), rf_.data());
+  linear_fwd<T>(hf_.data(), P_.p(nm(TensorRole::kLmHead)), n, d, c_.vocab_size, logits_.data());
   if (target_logp) {
     target_logp->resize(size_t(n));
     token_nll<T>(logits_.data(), b.targets, nullptr, n, c_.vocab_size, 0.0, nullptr, target_logp->data());
@@ -89,23 +88,22 @@ void GraphBase<T>::backward(const T* dlogits) {
   const int64_t n = rows(), d = c_.d_model;
   std::fill(dx_.begin(), dx_.begin() + n * d, T(0));
   std::fill(dh_.begin(), dh_.begin() + n * d, T(0));
-  linear_bwd<T>(dlogits, hf_.data(), P_.p(pre_ + "lm_head.weight"), n, d, c_.vocab_size, dh_.data(),
-                P_.g(pre_ + "lm_head.weight"));
-  rms_norm_bwd<T>(dh_.data(), x_.data(), gain_saved(pre_ + "model.norm.weight"), rf_.data(), n, d, dx_.data(),
-                  P_.g(pre_ + "model.norm.weight"));
+  linear_bwd<T>(dlogits, hf_.data(), P_.p(nm(TensorRole::kLmHead)), n, d, c_.vocab_size, dh_.data(),
+                P_.g(nm(TensorRole::kLmHead)));
+  rms_norm_bwd<T>(dh_.data(), x_.data(), gain_saved(nm(TensorRole::kFinalNorm)), rf_.data(), n, d, dx_.data(),
+                  P_.g(nm(TensorRole::kFinalNorm)));
   for (int il = c_.n_layers - 1; il >= 0; --il) {
     BlockActs& A = blocks_[size_t(il)];
-    const std::string p = lp(il);
     residual_backward(ffn_scale(il), n * d);
     ffn_backward(il);
-    rms_norm_bwd<T>(dh_.data(), A.x_mid.data(), gain_saved(p + "post_attention_layernorm.weight"), A.r2.data(), n, d,
-                    dx_.data(), P_.g(p + "post_attention_layernorm.weight"));
+    rms_norm_bwd<T>(dh_.data(), A.x_mid.data(), gain_saved(nm(TensorRole::kFfnNorm, il)), A.r2.data(), n, d,
+                    dx_.data(), P_.g(nm(TensorRole::kFfnNorm, il)));
     residual_backward(attention_scale(il), n * d);
     attention_backward(il);
-    rms_norm_bwd<T>(dh_.data(), A.x_in.data(), gain_saved(p + "input_layernorm.weight"), A.r1.data(), n, d,
-                    dx_.data(), P_.g(p + "input_layernorm.weight"));
+    rms_norm_bwd<T>(dh_.data(), A.x_in.data(), gain_saved(nm(TensorRole::kAttnNorm, il)), A.r1.data(), n, d,
+                    dx_.data(), P_.g(nm(TensorRole::kAttnNorm, il)));
   }
-  embedding_bwd<T>(dx_.data(), b_.tokens, n, d, P_.g(pre_ + "model.embed_tokens.weight"));
+  embedding_bwd<T>(dx_.data(), b_.tokens, n, d, P_.g(nm(TensorRole::kEmbed)));
 }
 
 template <class T>

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "model/config.h"
+#include "model/schema.h"
 #include "train/graph.h"
 #include "train/params.h"
 #include "train/visibility.h"
@@ -39,10 +40,8 @@ class GraphBase : public Graph<T> {
     Vec<T> x_in, h1, r1, x_mid, h2, r2;
   };
 
-  // prefix: the tensor-name prefix; eps: the RMSNorm epsilon of the skeleton's norms;
-  // postnorm: the residual carries the normed value.
-  GraphBase(const ModelConfig& c, ParamSet<T>& P, int64_t max_seqs, int64_t seq_len, std::string prefix,
-            double eps, bool postnorm);
+  // eps: the RMSNorm epsilon of the skeleton's norms; postnorm: the residual carries the normed value.
+  GraphBase(const ModelConfig& c, ParamSet<T>& P, int64_t max_seqs, int64_t seq_len, double eps, bool postnorm);
 
   // ---- the family's layers ----
   // After the batch checks and positions, before the embedding.
@@ -62,7 +61,8 @@ class GraphBase : public Graph<T> {
   virtual const T* gain_saved(const std::string& name) { return P_.p(name); }
 
   // ---- helpers for the layers ----
-  std::string lp(int il) const { return pre_ + "model.layers." + std::to_string(il) + "."; }
+  // The checkpoint name of the tensor of `role` (of layer il, expert e): model/schema.h.
+  std::string nm(TensorRole role, int il = -1, int e = -1) const { return tensor_name(c_, role, il, e); }
   int64_t rows() const { return b_.n_seqs * b_.seq_len; }
   // The current batch's sizes (the shape comments' letters) and the attention scale 1/√hd.
   struct Dims {
@@ -83,7 +83,6 @@ class GraphBase : public Graph<T> {
   const ModelConfig& c_;
   ParamSet<T>& P_;
   int64_t max_seqs_, seq_len_;
-  std::string pre_;                                   // tensor name prefix ("" or "language_model.")
   double eps_;
   bool postnorm_;
   TrainBatch b_;                                      // the last forward's batch (backward reads it)

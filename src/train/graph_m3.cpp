@@ -69,15 +69,22 @@ struct LayerActs {
   Vec<T> ysh;                      // [n, d] shared expert output (scratch)
 };
 
+// The gate / up / down tensors of a dense MLP or of the shared expert.
+struct FfnRoles {
+  TensorRole gate, up, down;
+};
+constexpr FfnRoles kMlp{TensorRole::kMlpGate, TensorRole::kMlpUp, TensorRole::kMlpDown};
+constexpr FfnRoles kShared{TensorRole::kSharedGate, TensorRole::kSharedUp, TensorRole::kSharedDown};
+
 template <class T>
 class M3Graph final : public GraphBase<T> {
   using Base = GraphBase<T>;
-  using Base::b_, Base::blocks_, Base::c_, Base::dbr_, Base::dh_, Base::loads_, Base::lp, Base::P_, Base::pos_,
+  using Base::b_, Base::blocks_, Base::c_, Base::dbr_, Base::dh_, Base::loads_, Base::nm, Base::P_, Base::pos_,
       Base::vis_of, Base::residual, Base::eps_;
 
  public:
   M3Graph(const ModelConfig& c, ParamSet<T>& P, int64_t max_seqs, int64_t seq_len)
-      : Base(c, P, max_seqs, seq_len, c.tensor_prefix, exact(c.norm_eps), false),
+      : Base(c, P, max_seqs, seq_len, exact(c.norm_eps), false),
         alpha_(exact(c.swiglu_alpha)),
         limit_(exact(c.swiglu_limit)),
         rs_(exact(c.routed_scaling_factor)) {
@@ -167,20 +174,19 @@ class M3Graph final : public GraphBase<T> {
     const auto [S, t, n, d, qd, kvd, H, KH, hd, scale] = this->dims();
     const int G = c_.msa.index_heads, di = c_.msa.index_dim;
     const int B = c_.msa.block, K = c_.msa.topk;
-    const std::string a = lp(il) + "self_attn.";
-    linear_fwd<T>(h1, P_.p(a + "q_proj.weight"), n, d, qd, L.q_raw.data());
-    linear_fwd<T>(h1, P_.p(a + "k_proj.weight"), n, d, kvd, L.k_raw.data());
-    linear_fwd<T>(h1, P_.p(a + "v_proj.weight"), n, d, kvd, L.v.data());
-    rms_norm_heads_fwd<T>(L.q_raw.data(), gain(a + "q_norm.weight"), n, H, hd, eps_, L.q.data(), L.rq.data());
-    rms_norm_heads_fwd<T>(L.k_raw.data(), gain(a + "k_norm.weight"), n, KH, hd, eps_, L.k.data(), L.rk.data());
+    linear_fwd<T>(h1, P_.p(nm(TensorRole::kQ, il)), n, d, qd, L.q_raw.data());
+    linear_fwd<T>(h1, P_.p(nm(TensorRole::kK, il)), n, d, kvd, L.k_raw.data());
+    linear_fwd<T>(h1, P_.p(nm(TensorRole::kV, il)), n, d, kvd, L.v.data());
+    rms_norm_heads_fwd<T>(L.q_raw.data(), gain(nm(TensorRole::kQNorm, il)), n, H, hd, eps_, L.q.data(), L.rq.data());
+    rms_norm_heads_fwd<T>(L.k_raw.data(), gain(nm(TensorRole::kKNorm, il)), n, KH, hd, eps_, L.k.data(), L.rk.data());
     rope<T>(L.q.data(), pos_.data(), n, H, hd, c_.rotary_dim, c_.rope_theta, false);
     rope<T>(L.k.data(), pos_.data(), n, KH, hd, c_.rotary_dim, c_.rope_theta, false);
     if (L.sparse) {
-      linear_fwd<T>(h1, P_.p(a + "index_q_proj.weight"), n, d, int64_t(G) * di, L.iq_raw.data());
-      linear_fwd<T>(h1, P_.p(a + "index_k_proj.weight"), n, d, di, L.ik_raw.data());
-      rms_norm_heads_fwd<T>(L.iq_raw.data(), gain(a + "index_q_norm.weight"), n, G, di, eps_, L.iq.data(),
+      linear_fwd<T>(h1, P_.p(nm(TensorRole::kIndexQ, il)), n, d, int64_t(G) * di, L.iq_raw.data());
+      linear_fwd<T>(h1, P_.p(nm(TensorRole::kIndexK, il)), n, d, di, L.ik_raw.data());
+      rms_norm_heads_fwd<T>(L.iq_raw.data(), gain(nm(TensorRole::kIndexQNorm, il)), n, G, di, eps_, L.iq.data(),
                             L.riq.data());
-      rms_norm_heads_fwd<T>(L.ik_raw.data(), gain(a + "index_k_norm.weight"), n, 1, di, eps_, L.ik.data(),
+      rms_norm_heads_fwd<T>(L.ik_raw.data(), gain(nm(TensorRole::kIndexKNorm, il)), n, 1, di, eps_, L.ik.data(),
                             L.rik.data());
       rope<T>(L.iq.data(), pos_.data(), n, G, di, c_.rotary_dim, c_.rope_theta, false);
       rope<T>(L.ik.data(), pos_.data(), n, 1, di, c_.rotary_dim, c_.rope_theta, false);
@@ -201,27 +207,27 @@ class M3Graph final : public GraphBase<T> {
         attention_fwd<T>(L.q.data() + s * t * qd, L.k.data() + s * t * kvd, L.v.data() + s * t * kvd, vis_of(s), t,
                          H, KH, hd, scale, L.att.data() + s * t * qd, L.p.data() + s * H * t * t);
     }
-    linear_fwd<T>(L.att.data(), P_.p(a + "o_proj.weight"), n, qd, d, out);
+    linear_fwd<T>(L.att.data(), P_.p(nm(TensorRole::kO, il)), n, qd, d, out);
   }
 
-  // y [m, d] = down · act(gate · x, up · x) with gate_proj / up_proj / down_proj under `mp`.
-  void ffn_fwd(const std::string& mp, const T* x, int64_t m, int64_t f, FfnActs<T>& A, T* y) {
+  // y [m, d] = down · act(gate · x, up · x) with the gate / up / down tensors `r` of layer il.
+  void ffn_fwd(const FfnRoles& r, int il, const T* x, int64_t m, int64_t f, FfnActs<T>& A, T* y) {
     const int64_t d = c_.d_model;
-    linear_fwd<T>(x, P_.p(mp + "gate_proj.weight"), m, d, f, A.g.data());
-    linear_fwd<T>(x, P_.p(mp + "up_proj.weight"), m, d, f, A.u.data());
+    linear_fwd<T>(x, P_.p(nm(r.gate, il)), m, d, f, A.g.data());
+    linear_fwd<T>(x, P_.p(nm(r.up, il)), m, d, f, A.u.data());
     swiglu_oai_fwd<T>(A.g.data(), A.u.data(), m * f, alpha_, limit_, A.a.data());
-    linear_fwd<T>(A.a.data(), P_.p(mp + "down_proj.weight"), m, f, d, y);
+    linear_fwd<T>(A.a.data(), P_.p(nm(r.down, il)), m, f, d, y);
   }
   // dx += d(x) of ffn_fwd given dy; parameter gradients accumulate.
-  void ffn_bwd(const std::string& mp, const T* dy, const T* x, int64_t m, int64_t f, const FfnActs<T>& A, T* dx) {
+  void ffn_bwd(const FfnRoles& r, int il, const T* dy, const T* x, int64_t m, int64_t f, const FfnActs<T>& A, T* dx) {
     const int64_t d = c_.d_model;
     std::fill(da_.begin(), da_.begin() + m * f, T(0));
     std::fill(dg_.begin(), dg_.begin() + m * f, T(0));
     std::fill(du_.begin(), du_.begin() + m * f, T(0));
-    linear_bwd<T>(dy, A.a.data(), P_.p(mp + "down_proj.weight"), m, f, d, da_.data(), P_.g(mp + "down_proj.weight"));
+    linear_bwd<T>(dy, A.a.data(), P_.p(nm(r.down, il)), m, f, d, da_.data(), P_.g(nm(r.down, il)));
     swiglu_oai_bwd<T>(da_.data(), A.g.data(), A.u.data(), m * f, alpha_, limit_, dg_.data(), du_.data());
-    linear_bwd<T>(dg_.data(), x, P_.p(mp + "gate_proj.weight"), m, d, f, dx, P_.g(mp + "gate_proj.weight"));
-    linear_bwd<T>(du_.data(), x, P_.p(mp + "up_proj.weight"), m, d, f, dx, P_.g(mp + "up_proj.weight"));
+    linear_bwd<T>(dg_.data(), x, P_.p(nm(r.gate, il)), m, d, f, dx, P_.g(nm(r.gate, il)));
+    linear_bwd<T>(du_.data(), x, P_.p(nm(r.up, il)), m, d, f, dx, P_.g(nm(r.up, il)));
   }
 
   // Dense layers: x += mlp(h2). MoE layers: x += rs · Σ_j w_rj · expert(h2_r), then x += shared(h2).
@@ -230,15 +236,14 @@ class M3Graph final : public GraphBase<T> {
     const T* h2 = blocks_[size_t(il)].h2.data();
     const int64_t n = this->rows(), nd = n * c_.d_model;
     if (!L.moe) {
-      ffn_fwd(lp(il) + "mlp.", h2, n, c_.dense_ffn_dim, L.mlp, dh_.data());
+      ffn_fwd(kMlp, il, h2, n, c_.dense_ffn_dim, L.mlp, dh_.data());
       residual(h2, dh_.data(), {}, nd);
       return;
     }
-    const std::string mp = lp(il) + "block_sparse_moe.";
-    moe_[size_t(il)]->forward(P_, mp, h2, n, dh_.data(), loads_[size_t(il)].data());
+    moe_[size_t(il)]->forward(P_, moe_tensors(c_, il), h2, n, dh_.data(), loads_[size_t(il)].data());
     residual(h2, dh_.data(), {}, nd);
     if (c_.shared_ffn_dim > 0) {
-      ffn_fwd(mp + "shared_experts.", h2, n, c_.shared_ffn_dim, L.sh, L.ysh.data());
+      ffn_fwd(kShared, il, h2, n, c_.shared_ffn_dim, L.sh, L.ysh.data());
       residual(h2, L.ysh.data(), {}, nd);
     }
   }
@@ -249,13 +254,12 @@ class M3Graph final : public GraphBase<T> {
     const T* h2 = blocks_[size_t(il)].h2.data();
     const int64_t n = this->rows();
     if (!L.moe) {
-      ffn_bwd(lp(il) + "mlp.", dbr_.data(), h2, n, c_.dense_ffn_dim, L.mlp, dh_.data());
+      ffn_bwd(kMlp, il, dbr_.data(), h2, n, c_.dense_ffn_dim, L.mlp, dh_.data());
       return;
     }
-    const std::string mp = lp(il) + "block_sparse_moe.";
-    moe_[size_t(il)]->backward(P_, mp, h2, dbr_.data(), n, dh_.data(), moe_scratch_);
+    moe_[size_t(il)]->backward(P_, moe_tensors(c_, il), h2, dbr_.data(), n, dh_.data(), moe_scratch_);
     if (c_.shared_ffn_dim > 0)
-      ffn_bwd(mp + "shared_experts.", dbr_.data(), h2, n, c_.shared_ffn_dim, L.sh, dh_.data());
+      ffn_bwd(kShared, il, dbr_.data(), h2, n, c_.shared_ffn_dim, L.sh, dh_.data());
   }
 
   // dbr_ = d(Wo · att) -> adds d(h1) into dh_; the indexer gets the KL's gradient only (its input
@@ -267,10 +271,9 @@ class M3Graph final : public GraphBase<T> {
     const int G = c_.msa.index_heads, di = c_.msa.index_dim;
     const int B = c_.msa.block, K = c_.msa.topk;
     const double wkl = b_.index_loss_weight;
-    const std::string a = lp(il) + "self_attn.";
     std::fill(datt_.begin(), datt_.begin() + n * qd, T(0));
-    linear_bwd<T>(dbr_.data(), L.att.data(), P_.p(a + "o_proj.weight"), n, qd, d, datt_.data(),
-                  P_.g(a + "o_proj.weight"));
+    linear_bwd<T>(dbr_.data(), L.att.data(), P_.p(nm(TensorRole::kO, il)), n, qd, d, datt_.data(),
+                  P_.g(nm(TensorRole::kO, il)));
     std::fill(dq_.begin(), dq_.begin() + n * qd, T(0));
     std::fill(dk_.begin(), dk_.begin() + n * kvd, T(0));
     std::fill(dv_.begin(), dv_.begin() + n * kvd, T(0));
@@ -282,13 +285,13 @@ class M3Graph final : public GraphBase<T> {
     rope<T>(dk_.data(), pos_.data(), n, KH, hd, c_.rotary_dim, c_.rope_theta, true);
     std::fill(dq_raw_.begin(), dq_raw_.begin() + n * qd, T(0));
     std::fill(dk_raw_.begin(), dk_raw_.begin() + n * kvd, T(0));
-    rms_norm_heads_bwd<T>(dq_.data(), L.q_raw.data(), gain_saved(a + "q_norm.weight"), L.rq.data(), n, H, hd,
-                          dq_raw_.data(), P_.g(a + "q_norm.weight"));
-    rms_norm_heads_bwd<T>(dk_.data(), L.k_raw.data(), gain_saved(a + "k_norm.weight"), L.rk.data(), n, KH, hd,
-                          dk_raw_.data(), P_.g(a + "k_norm.weight"));
-    linear_bwd<T>(dq_raw_.data(), h1, P_.p(a + "q_proj.weight"), n, d, qd, dh_.data(), P_.g(a + "q_proj.weight"));
-    linear_bwd<T>(dk_raw_.data(), h1, P_.p(a + "k_proj.weight"), n, d, kvd, dh_.data(), P_.g(a + "k_proj.weight"));
-    linear_bwd<T>(dv_.data(), h1, P_.p(a + "v_proj.weight"), n, d, kvd, dh_.data(), P_.g(a + "v_proj.weight"));
+    rms_norm_heads_bwd<T>(dq_.data(), L.q_raw.data(), gain_saved(nm(TensorRole::kQNorm, il)), L.rq.data(), n, H, hd,
+                          dq_raw_.data(), P_.g(nm(TensorRole::kQNorm, il)));
+    rms_norm_heads_bwd<T>(dk_.data(), L.k_raw.data(), gain_saved(nm(TensorRole::kKNorm, il)), L.rk.data(), n, KH, hd,
+                          dk_raw_.data(), P_.g(nm(TensorRole::kKNorm, il)));
+    linear_bwd<T>(dq_raw_.data(), h1, P_.p(nm(TensorRole::kQ, il)), n, d, qd, dh_.data(), P_.g(nm(TensorRole::kQ, il)));
+    linear_bwd<T>(dk_raw_.data(), h1, P_.p(nm(TensorRole::kK, il)), n, d, kvd, dh_.data(), P_.g(nm(TensorRole::kK, il)));
+    linear_bwd<T>(dv_.data(), h1, P_.p(nm(TensorRole::kV, il)), n, d, kvd, dh_.data(), P_.g(nm(TensorRole::kV, il)));
     if (!L.sparse || wkl == 0.0) return;
     // ---- indexer: the KL only; its input h1 is detached (no dh) ----
     const int64_t iqd = int64_t(G) * di;
@@ -307,14 +310,14 @@ class M3Graph final : public GraphBase<T> {
     rope<T>(dik_.data(), pos_.data(), n, 1, di, c_.rotary_dim, c_.rope_theta, true);
     std::fill(diq_raw_.begin(), diq_raw_.begin() + n * iqd, T(0));
     std::fill(dik_raw_.begin(), dik_raw_.begin() + n * di, T(0));
-    rms_norm_heads_bwd<T>(diq_.data(), L.iq_raw.data(), gain_saved(a + "index_q_norm.weight"), L.riq.data(), n, G, di,
-                          diq_raw_.data(), P_.g(a + "index_q_norm.weight"));
-    rms_norm_heads_bwd<T>(dik_.data(), L.ik_raw.data(), gain_saved(a + "index_k_norm.weight"), L.rik.data(), n, 1, di,
-                          dik_raw_.data(), P_.g(a + "index_k_norm.weight"));
-    linear_bwd<T>(diq_raw_.data(), h1, P_.p(a + "index_q_proj.weight"), n, d, iqd, nullptr,
-                  P_.g(a + "index_q_proj.weight"));
-    linear_bwd<T>(dik_raw_.data(), h1, P_.p(a + "index_k_proj.weight"), n, d, di, nullptr,
-                  P_.g(a + "index_k_proj.weight"));
+    rms_norm_heads_bwd<T>(diq_.data(), L.iq_raw.data(), gain_saved(nm(TensorRole::kIndexQNorm, il)), L.riq.data(), n, G, di,
+                          diq_raw_.data(), P_.g(nm(TensorRole::kIndexQNorm, il)));
+    rms_norm_heads_bwd<T>(dik_.data(), L.ik_raw.data(), gain_saved(nm(TensorRole::kIndexKNorm, il)), L.rik.data(), n, 1, di,
+                          dik_raw_.data(), P_.g(nm(TensorRole::kIndexKNorm, il)));
+    linear_bwd<T>(diq_raw_.data(), h1, P_.p(nm(TensorRole::kIndexQ, il)), n, d, iqd, nullptr,
+                  P_.g(nm(TensorRole::kIndexQ, il)));
+    linear_bwd<T>(dik_raw_.data(), h1, P_.p(nm(TensorRole::kIndexK, il)), n, d, di, nullptr,
+                  P_.g(nm(TensorRole::kIndexK, il)));
   }
 
   double alpha_, limit_, rs_;                         // the config's decimals (exact())
@@ -334,66 +337,7 @@ std::vector<ParamInfo> param_layout_m3(const ModelConfig& c) {
   if (c.ffn_act != FfnAct::kSwigluOai) fail("training: MiniMax-M3 needs the swigluoai activation");
   if (c.count_layers(LayerKind::kSparse) > 0 && c.msa.index_heads != c.n_kv_heads)
     fail("training: MSA needs sparse_num_index_heads == num_key_value_heads");
-  const std::string& pre = c.tensor_prefix;
-  const int64_t d = c.d_model, qd = c.q_dim(), kvd = c.kv_dim(), hd = c.head_dim, f = c.ffn_dim, E = c.n_experts;
-  const Init gain = c.gemma_norm ? Init::kZeros : Init::kOnes;  // Gemma: w stored, 1 + w applied
-  std::vector<ParamInfo> out;
-  auto add = [&](std::string name, std::vector<int64_t> shape, Init init) {
-    ParamInfo i;
-    i.name = std::move(name);
-    i.shape = std::move(shape);
-    i.init = init;
-    i.decay = i.shape.size() == 2;
-    out.push_back(std::move(i));
-  };
-  add(pre + "model.embed_tokens.weight", {c.vocab_size, d}, Init::kEmbedding);
-  for (int il = 0; il < c.n_layers; ++il) {
-    const std::string p = pre + "model.layers." + std::to_string(il) + ".", a = p + "self_attn.";
-    add(p + "input_layernorm.weight", {d}, gain);
-    add(p + "post_attention_layernorm.weight", {d}, gain);
-    add(a + "q_proj.weight", {qd, d}, Init::kFanIn);
-    add(a + "k_proj.weight", {kvd, d}, Init::kFanIn);
-    add(a + "v_proj.weight", {kvd, d}, Init::kFanIn);
-    add(a + "o_proj.weight", {d, qd}, Init::kResidual);
-    add(a + "q_norm.weight", {hd}, gain);
-    add(a + "k_norm.weight", {hd}, gain);
-    if (c.layer_kinds[size_t(il)] == LayerKind::kSparse) {
-      const int64_t di = c.msa.index_dim;
-      add(a + "index_q_proj.weight", {int64_t(c.msa.index_heads) * di, d}, Init::kFanIn);
-      add(a + "index_k_proj.weight", {di, d}, Init::kFanIn);
-      add(a + "index_q_norm.weight", {di}, gain);
-      add(a + "index_k_norm.weight", {di}, gain);
-    }
-    if (!c.is_moe_layer(il)) {
-      add(p + "mlp.gate_proj.weight", {c.dense_ffn_dim, d}, Init::kFanIn);
-      add(p + "mlp.up_proj.weight", {c.dense_ffn_dim, d}, Init::kFanIn);
-      add(p + "mlp.down_proj.weight", {d, c.dense_ffn_dim}, Init::kResidual);
-      continue;
-    }
-    const std::string mp = p + "block_sparse_moe.";
-    add(mp + "gate.weight", {E, d}, Init::kFanIn);
-    out.back().keep_f32 = true;  // F32 in the real checkpoint (spec §5.2)
-    if (c.use_routing_bias) {
-      add(mp + "e_score_correction_bias", {E}, Init::kZeros);
-      out.back().trainable = false;  // the aux-loss-free update moves it (trainer.cpp)
-      out.back().keep_f32 = true;
-    }
-    for (int e = 0; e < E; ++e) {
-      const std::string ep = mp + "experts." + std::to_string(e) + ".";
-      add(ep + "w1.weight", {f, d}, Init::kFanIn);
-      add(ep + "w2.weight", {d, f}, Init::kResidual);
-      add(ep + "w3.weight", {f, d}, Init::kFanIn);
-    }
-    if (c.shared_ffn_dim > 0) {
-      const std::string sp = mp + "shared_experts.";
-      add(sp + "gate_proj.weight", {c.shared_ffn_dim, d}, Init::kFanIn);
-      add(sp + "up_proj.weight", {c.shared_ffn_dim, d}, Init::kFanIn);
-      add(sp + "down_proj.weight", {d, c.shared_ffn_dim}, Init::kResidual);
-    }
-  }
-  add(pre + "model.norm.weight", {d}, gain);
-  add(pre + "lm_head.weight", {c.vocab_size, d}, Init::kFanIn);
-  return out;
+  return schema_params(c);
 }
 
 template <class T>

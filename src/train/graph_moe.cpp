@@ -49,12 +49,12 @@ struct LayerActs {
 template <class T>
 class MoeGraph final : public GraphBase<T> {
   using Base = GraphBase<T>;
-  using Base::b_, Base::blocks_, Base::c_, Base::dbr_, Base::dh_, Base::loads_, Base::lp, Base::max_seqs_,
+  using Base::b_, Base::blocks_, Base::c_, Base::dbr_, Base::dh_, Base::loads_, Base::nm, Base::max_seqs_,
       Base::P_, Base::pos_, Base::seq_len_, Base::vis_of;
 
  public:
   MoeGraph(const ModelConfig& c, ParamSet<T>& P, int64_t max_seqs, int64_t seq_len, const GraphOptions& opt)
-      : Base(c, P, max_seqs, seq_len, "", c.norm_eps, c.postnorm) {
+      : Base(c, P, max_seqs, seq_len, c.norm_eps, c.postnorm) {
     const int64_t n = max_seqs * seq_len, d = c.d_model, qd = c.q_dim(), kvd = c.kv_dim();
     int64_t softmax_layers = 0;
     for (int il = 0; il < c.n_layers; ++il) softmax_layers += !lightning(il);
@@ -117,11 +117,11 @@ class MoeGraph final : public GraphBase<T> {
 
   void ffn_forward(int il) override {
     const T* h2 = blocks_[size_t(il)].h2.data();
-    moe_[size_t(il)].forward(P_, lp(il) + "block_sparse_moe.", h2, this->rows(), dh_.data(), loads_[size_t(il)].data());
+    moe_[size_t(il)].forward(P_, moe_tensors(c_, il), h2, this->rows(), dh_.data(), loads_[size_t(il)].data());
     this->residual(h2, dh_.data(), c_.res_mlp, this->rows() * c_.d_model);
   }
   void ffn_backward(int il) override {
-    moe_[size_t(il)].backward(P_, lp(il) + "block_sparse_moe.", blocks_[size_t(il)].h2.data(), dbr_.data(),
+    moe_[size_t(il)].backward(P_, moe_tensors(c_, il), blocks_[size_t(il)].h2.data(), dbr_.data(),
                               this->rows(), dh_.data(), moe_scratch_);
   }
 
@@ -129,14 +129,13 @@ class MoeGraph final : public GraphBase<T> {
   void softmax_forward(int il, T* out) {
     LayerActs<T>& L = acts_[size_t(il)];
     const T* h1 = blocks_[size_t(il)].h1.data();
-    const std::string p = lp(il);
     const auto [S, t, n, d, qd, kvd, H, KH, hd, scale] = this->dims();
-    linear_fwd<T>(h1, P_.p(p + "self_attn.q_proj.weight"), n, d, qd, L.q_raw.data());
-    linear_fwd<T>(h1, P_.p(p + "self_attn.k_proj.weight"), n, d, kvd, L.k_raw.data());
-    linear_fwd<T>(h1, P_.p(p + "self_attn.v_proj.weight"), n, d, kvd, L.v.data());
+    linear_fwd<T>(h1, P_.p(nm(TensorRole::kQ, il)), n, d, qd, L.q_raw.data());
+    linear_fwd<T>(h1, P_.p(nm(TensorRole::kK, il)), n, d, kvd, L.k_raw.data());
+    linear_fwd<T>(h1, P_.p(nm(TensorRole::kV, il)), n, d, kvd, L.v.data());
     if (c_.use_qk_norm) {
-      rms_norm_fwd<T>(L.q_raw.data(), P_.p(p + "self_attn.q_norm.weight"), n, qd, c_.norm_eps, L.q.data(), L.rq.data());
-      rms_norm_fwd<T>(L.k_raw.data(), P_.p(p + "self_attn.k_norm.weight"), n, kvd, c_.norm_eps, L.k.data(), L.rk.data());
+      rms_norm_fwd<T>(L.q_raw.data(), P_.p(nm(TensorRole::kQNorm, il)), n, qd, c_.norm_eps, L.q.data(), L.rq.data());
+      rms_norm_fwd<T>(L.k_raw.data(), P_.p(nm(TensorRole::kKNorm, il)), n, kvd, c_.norm_eps, L.k.data(), L.rk.data());
     } else {
       L.q = L.q_raw;
       L.k = L.k_raw;
@@ -146,16 +145,15 @@ class MoeGraph final : public GraphBase<T> {
     for (int64_t s = 0; s < S; ++s)
       attention_fwd<T>(L.q.data() + s * t * qd, L.k.data() + s * t * kvd, L.v.data() + s * t * kvd, vis_of(s), t, H,
                        KH, hd, scale, L.att.data() + s * t * qd, recompute_ ? nullptr : L.p.data() + s * H * t * t);
-    linear_fwd<T>(L.att.data(), P_.p(p + "self_attn.o_proj.weight"), n, qd, d, out);
+    linear_fwd<T>(L.att.data(), P_.p(nm(TensorRole::kO, il)), n, qd, d, out);
   }
 
   // Lightning attention of layer il over h1 (spec §3.5): writes the branch output out [n, d].
   void lightning_forward(int il, T* out) {
     LayerActs<T>& L = acts_[size_t(il)];
     const T* h1 = blocks_[size_t(il)].h1.data();
-    const std::string p = lp(il) + "self_attn.";
     const auto [S, t, n, d, qd, kvd, H, KH, hd, scale] = this->dims();
-    linear_fwd<T>(h1, P_.p(p + "qkv_proj.weight"), n, d, 3 * qd, L.qkv_raw.data());
+    linear_fwd<T>(h1, P_.p(nm(TensorRole::kLinQkv, il)), n, d, 3 * qd, L.qkv_raw.data());
     silu_fwd<T>(L.qkv_raw.data(), n * 3 * qd, L.qkv.data());
     const int64_t hs = H * lightning_n_blocks(t, lblock_) * hd * hd;  // one sequence's states
     if (!blockwise_ && L.la.size() < size_t(max_seqs_ * H * seq_len_ * seq_len_))
@@ -169,21 +167,20 @@ class MoeGraph final : public GraphBase<T> {
         lightning_fwd<T>(qkv, slopes_[size_t(il)].data(), pos_.data() + s * t, vis_of(s), t, H, hd,
                          L.lo.data() + s * t * qd, L.la.data() + s * H * t * t);
     }
-    rms_norm_fwd<T>(L.lo.data(), P_.p(p + "norm.weight"), n, qd, c_.lightning_norm_eps, L.ln.data(), L.lr.data());
-    linear_fwd<T>(h1, P_.p(p + "output_gate.weight"), n, d, qd, L.lg.data());
+    rms_norm_fwd<T>(L.lo.data(), P_.p(nm(TensorRole::kLinNorm, il)), n, qd, c_.lightning_norm_eps, L.ln.data(), L.lr.data());
+    linear_fwd<T>(h1, P_.p(nm(TensorRole::kLinGate, il)), n, d, qd, L.lg.data());
     mul_sigmoid_fwd<T>(L.ln.data(), L.lg.data(), n * qd, L.lag.data());
-    linear_fwd<T>(L.lag.data(), P_.p(p + "out_proj.weight"), n, qd, d, out);
+    linear_fwd<T>(L.lag.data(), P_.p(nm(TensorRole::kLinOut, il)), n, qd, d, out);
   }
 
   // d(branch) in dbr_ -> adds d(h1) into dh_ and the layer's weight gradients.
   void softmax_backward(int il) {
     LayerActs<T>& L = acts_[size_t(il)];
     const T* h1 = blocks_[size_t(il)].h1.data();
-    const std::string p = lp(il);
     const auto [S, t, n, d, qd, kvd, H, KH, hd, scale] = this->dims();
     std::fill(datt_.begin(), datt_.begin() + n * qd, T(0));
-    linear_bwd<T>(dbr_.data(), L.att.data(), P_.p(p + "self_attn.o_proj.weight"), n, qd, d, datt_.data(),
-                  P_.g(p + "self_attn.o_proj.weight"));
+    linear_bwd<T>(dbr_.data(), L.att.data(), P_.p(nm(TensorRole::kO, il)), n, qd, d, datt_.data(),
+                  P_.g(nm(TensorRole::kO, il)));
     std::fill(dq_.begin(), dq_.begin() + n * qd, T(0));
     std::fill(dk_.begin(), dk_.begin() + n * kvd, T(0));
     std::fill(dv_.begin(), dv_.begin() + n * kvd, T(0));
@@ -201,31 +198,30 @@ class MoeGraph final : public GraphBase<T> {
     if (c_.use_qk_norm) {
       std::fill(dq_raw_.begin(), dq_raw_.begin() + n * qd, T(0));
       std::fill(dk_raw_.begin(), dk_raw_.begin() + n * kvd, T(0));
-      rms_norm_bwd<T>(dq_.data(), L.q_raw.data(), P_.p(p + "self_attn.q_norm.weight"), L.rq.data(), n, qd,
-                      dq_raw_.data(), P_.g(p + "self_attn.q_norm.weight"));
-      rms_norm_bwd<T>(dk_.data(), L.k_raw.data(), P_.p(p + "self_attn.k_norm.weight"), L.rk.data(), n, kvd,
-                      dk_raw_.data(), P_.g(p + "self_attn.k_norm.weight"));
+      rms_norm_bwd<T>(dq_.data(), L.q_raw.data(), P_.p(nm(TensorRole::kQNorm, il)), L.rq.data(), n, qd,
+                      dq_raw_.data(), P_.g(nm(TensorRole::kQNorm, il)));
+      rms_norm_bwd<T>(dk_.data(), L.k_raw.data(), P_.p(nm(TensorRole::kKNorm, il)), L.rk.data(), n, kvd,
+                      dk_raw_.data(), P_.g(nm(TensorRole::kKNorm, il)));
       gq = dq_raw_.data();
       gk = dk_raw_.data();
     }
-    linear_bwd<T>(gq, h1, P_.p(p + "self_attn.q_proj.weight"), n, d, qd, dh_.data(), P_.g(p + "self_attn.q_proj.weight"));
-    linear_bwd<T>(gk, h1, P_.p(p + "self_attn.k_proj.weight"), n, d, kvd, dh_.data(), P_.g(p + "self_attn.k_proj.weight"));
-    linear_bwd<T>(dv_.data(), h1, P_.p(p + "self_attn.v_proj.weight"), n, d, kvd, dh_.data(),
-                  P_.g(p + "self_attn.v_proj.weight"));
+    linear_bwd<T>(gq, h1, P_.p(nm(TensorRole::kQ, il)), n, d, qd, dh_.data(), P_.g(nm(TensorRole::kQ, il)));
+    linear_bwd<T>(gk, h1, P_.p(nm(TensorRole::kK, il)), n, d, kvd, dh_.data(), P_.g(nm(TensorRole::kK, il)));
+    linear_bwd<T>(dv_.data(), h1, P_.p(nm(TensorRole::kV, il)), n, d, kvd, dh_.data(),
+                  P_.g(nm(TensorRole::kV, il)));
   }
 
   // d(branch) in dbr_ -> adds d(h1) into dh_ (lightning_forward in reverse).
   void lightning_backward(int il) {
     LayerActs<T>& L = acts_[size_t(il)];
     const T* h1 = blocks_[size_t(il)].h1.data();
-    const std::string p = lp(il) + "self_attn.";
     const auto [S, t, n, d, qd, kvd, H, KH, hd, scale] = this->dims();
     T *dlag = datt_.data(), *dln = dg2_.data(), *dlg = dl3_.data(), *dlo = dl4_.data();
     for (T* v : {dlag, dln, dlg, dlo}) std::fill(v, v + n * qd, T(0));
-    linear_bwd<T>(dbr_.data(), L.lag.data(), P_.p(p + "out_proj.weight"), n, qd, d, dlag, P_.g(p + "out_proj.weight"));
+    linear_bwd<T>(dbr_.data(), L.lag.data(), P_.p(nm(TensorRole::kLinOut, il)), n, qd, d, dlag, P_.g(nm(TensorRole::kLinOut, il)));
     mul_sigmoid_bwd<T>(dlag, L.ln.data(), L.lg.data(), n * qd, dln, dlg);
-    linear_bwd<T>(dlg, h1, P_.p(p + "output_gate.weight"), n, d, qd, dh_.data(), P_.g(p + "output_gate.weight"));
-    rms_norm_bwd<T>(dln, L.lo.data(), P_.p(p + "norm.weight"), L.lr.data(), n, qd, dlo, P_.g(p + "norm.weight"));
+    linear_bwd<T>(dlg, h1, P_.p(nm(TensorRole::kLinGate, il)), n, d, qd, dh_.data(), P_.g(nm(TensorRole::kLinGate, il)));
+    rms_norm_bwd<T>(dln, L.lo.data(), P_.p(nm(TensorRole::kLinNorm, il)), L.lr.data(), n, qd, dlo, P_.g(nm(TensorRole::kLinNorm, il)));
     std::fill(dq_.begin(), dq_.begin() + n * 3 * qd, T(0));
     const int64_t hs = H * lightning_n_blocks(t, lblock_) * hd * hd;
     for (int64_t s = 0; s < S; ++s) {
@@ -239,7 +235,7 @@ class MoeGraph final : public GraphBase<T> {
     }
     std::fill(dq_raw_.begin(), dq_raw_.begin() + n * 3 * qd, T(0));
     silu_bwd<T>(dq_.data(), L.qkv_raw.data(), n * 3 * qd, dq_raw_.data());
-    linear_bwd<T>(dq_raw_.data(), h1, P_.p(p + "qkv_proj.weight"), n, d, 3 * qd, dh_.data(), P_.g(p + "qkv_proj.weight"));
+    linear_bwd<T>(dq_raw_.data(), h1, P_.p(nm(TensorRole::kLinQkv, il)), n, d, 3 * qd, dh_.data(), P_.g(nm(TensorRole::kLinQkv, il)));
   }
 
   // Lightning block length: the inference prefill's rule (model/families/registry.cpp), min(block, 64).
@@ -256,57 +252,10 @@ class MoeGraph final : public GraphBase<T> {
 
 }  // namespace
 
-// The M2 and Text-01 / M1 checkpoint tensors (spec §4.3, §3.2), in checkpoint order.
+// The M2 and Text-01 / M1 checkpoint tensors (spec §4.3, §3.2): the checkpoint schema's, in its order.
 std::vector<ParamInfo> param_layout_moe(const ModelConfig& c) {
   if (c.shared_ffn_dim > 0) fail("training: a shared expert is not supported for {}", c.architecture);
-  const int64_t d = c.d_model, qd = c.q_dim(), kvd = c.kv_dim(), f = c.ffn_dim, E = c.n_experts;
-  std::vector<ParamInfo> out;
-  auto add = [&](std::string name, std::vector<int64_t> shape, Init init) {
-    ParamInfo i;
-    i.name = std::move(name);
-    i.shape = std::move(shape);
-    i.init = init;
-    i.decay = i.shape.size() == 2;
-    out.push_back(std::move(i));
-  };
-  add("model.embed_tokens.weight", {c.vocab_size, d}, Init::kEmbedding);
-  for (int il = 0; il < c.n_layers; ++il) {
-    const std::string p = "model.layers." + std::to_string(il) + ".";
-    add(p + "input_layernorm.weight", {d}, Init::kOnes);
-    add(p + "post_attention_layernorm.weight", {d}, Init::kOnes);
-    if (c.layer_kinds[size_t(il)] == LayerKind::kLightning) {
-      add(p + "self_attn.qkv_proj.weight", {3 * qd, d}, Init::kFanIn);
-      add(p + "self_attn.output_gate.weight", {qd, d}, Init::kFanIn);
-      add(p + "self_attn.norm.weight", {qd}, Init::kOnes);
-      add(p + "self_attn.out_proj.weight", {d, qd}, Init::kResidual);
-    } else {
-      add(p + "self_attn.q_proj.weight", {qd, d}, Init::kFanIn);
-      add(p + "self_attn.k_proj.weight", {kvd, d}, Init::kFanIn);
-      add(p + "self_attn.v_proj.weight", {kvd, d}, Init::kFanIn);
-      add(p + "self_attn.o_proj.weight", {d, qd}, Init::kResidual);
-      if (c.use_qk_norm) {
-        add(p + "self_attn.q_norm.weight", {qd}, Init::kOnes);
-        add(p + "self_attn.k_norm.weight", {kvd}, Init::kOnes);
-      }
-    }
-    const std::string mp = p + "block_sparse_moe.";
-    add(mp + "gate.weight", {E, d}, Init::kFanIn);
-    out.back().keep_f32 = c.router == RouterKind::kSigmoidBias;  // F32 in the real M2 checkpoint
-    if (c.router == RouterKind::kSigmoidBias && c.use_routing_bias) {
-      add(mp + "e_score_correction_bias", {E}, Init::kZeros);
-      out.back().trainable = false;  // the aux-loss-free update moves it (trainer.cpp)
-      out.back().keep_f32 = true;
-    }
-    for (int e = 0; e < E; ++e) {
-      const std::string ep = mp + "experts." + std::to_string(e) + ".";
-      add(ep + "w1.weight", {f, d}, Init::kFanIn);
-      add(ep + "w2.weight", {d, f}, Init::kResidual);
-      add(ep + "w3.weight", {f, d}, Init::kFanIn);
-    }
-  }
-  add("model.norm.weight", {d}, Init::kOnes);
-  add("lm_head.weight", {c.vocab_size, d}, Init::kFanIn);
-  return out;
+  return schema_params(c);
 }
 
 template <class T>

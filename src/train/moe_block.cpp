@@ -44,14 +44,14 @@ void MoeBlock<T>::act_bwd(const T* da, const T* g, const T* u, int64_t m, T* dg,
 }
 
 template <class T>
-void MoeBlock<T>::forward(ParamSet<T>& P, const std::string& prefix, const T* x, int64_t n, T* out, int64_t* loads) {
+void MoeBlock<T>::forward(ParamSet<T>& P, const MoeTensors& t, const T* x, int64_t n, T* out, int64_t* loads) {
   const int E = s_.n_experts, k = s_.k;
   const int64_t d = s_.d, f = s_.f;
-  linear_fwd<T>(x, P.p(prefix + "gate.weight"), n, d, E, logits_.data());
+  linear_fwd<T>(x, P.p(t.router), n, d, E, logits_.data());
   if (s_.router == RouterKind::kSoftmax) {
     router_softmax_fwd<T>(logits_.data(), n, E, k, ids_.data(), w_.data(), probs_.data());
   } else {
-    const T* bias = s_.routing_bias ? P.p(prefix + "e_score_correction_bias") : nullptr;
+    const T* bias = s_.routing_bias ? P.p(t.bias) : nullptr;
     router_sigmoid_fwd<T>(logits_.data(), bias, n, E, k, ids_.data(), w_.data(), probs_.data());
   }
   std::fill(count_.begin(), count_.end(), 0);
@@ -75,11 +75,10 @@ void MoeBlock<T>::forward(ParamSet<T>& P, const std::string& prefix, const T* x,
   for (int e = 0; e < E; ++e) {
     const int64_t b0 = count_[size_t(e)], m = count_[size_t(e + 1)] - b0;
     if (m == 0) continue;
-    const std::string ex = prefix + "experts." + std::to_string(e) + ".";
-    linear_fwd<T>(xe_.data() + b0 * d, P.p(ex + "w1.weight"), m, d, f, g_.data() + b0 * f);
-    linear_fwd<T>(xe_.data() + b0 * d, P.p(ex + "w3.weight"), m, d, f, u_.data() + b0 * f);
+    linear_fwd<T>(xe_.data() + b0 * d, P.p(t.w1[size_t(e)]), m, d, f, g_.data() + b0 * f);
+    linear_fwd<T>(xe_.data() + b0 * d, P.p(t.w3[size_t(e)]), m, d, f, u_.data() + b0 * f);
     act_fwd(g_.data() + b0 * f, u_.data() + b0 * f, m * f, a_.data() + b0 * f);
-    linear_fwd<T>(a_.data() + b0 * f, P.p(ex + "w2.weight"), m, f, d, ye_.data() + b0 * d);
+    linear_fwd<T>(a_.data() + b0 * f, P.p(t.w2[size_t(e)]), m, f, d, ye_.data() + b0 * d);
   }
   const T rs = T(s_.routed_scaling);
 #pragma omp parallel for schedule(static)
@@ -95,7 +94,7 @@ void MoeBlock<T>::forward(ParamSet<T>& P, const std::string& prefix, const T* x,
 }
 
 template <class T>
-void MoeBlock<T>::backward(ParamSet<T>& P, const std::string& prefix, const T* x, const T* dout, int64_t n, T* dx,
+void MoeBlock<T>::backward(ParamSet<T>& P, const MoeTensors& t, const T* x, const T* dout, int64_t n, T* dx,
                            MoeScratch<T>& sc) const {
   const int E = s_.n_experts, k = s_.k;
   const int64_t d = s_.d, f = s_.f;
@@ -119,16 +118,15 @@ void MoeBlock<T>::backward(ParamSet<T>& P, const std::string& prefix, const T* x
   for (int e = 0; e < E; ++e) {
     const int64_t b0 = count_[size_t(e)], m = count_[size_t(e + 1)] - b0;
     if (m == 0) continue;
-    const std::string ex = prefix + "experts." + std::to_string(e) + ".";
     for (std::vector<T>* v : {&sc.da, &sc.dg, &sc.du}) std::fill(v->begin() + b0 * f, v->begin() + (b0 + m) * f, T(0));
-    linear_bwd<T>(sc.dye.data() + b0 * d, a_.data() + b0 * f, P.p(ex + "w2.weight"), m, f, d, sc.da.data() + b0 * f,
-                  P.g(ex + "w2.weight"));
+    linear_bwd<T>(sc.dye.data() + b0 * d, a_.data() + b0 * f, P.p(t.w2[size_t(e)]), m, f, d, sc.da.data() + b0 * f,
+                  P.g(t.w2[size_t(e)]));
     act_bwd(sc.da.data() + b0 * f, g_.data() + b0 * f, u_.data() + b0 * f, m * f, sc.dg.data() + b0 * f,
             sc.du.data() + b0 * f);
-    linear_bwd<T>(sc.dg.data() + b0 * f, xe_.data() + b0 * d, P.p(ex + "w1.weight"), m, d, f, sc.dxe.data() + b0 * d,
-                  P.g(ex + "w1.weight"));
-    linear_bwd<T>(sc.du.data() + b0 * f, xe_.data() + b0 * d, P.p(ex + "w3.weight"), m, d, f, sc.dxe.data() + b0 * d,
-                  P.g(ex + "w3.weight"));
+    linear_bwd<T>(sc.dg.data() + b0 * f, xe_.data() + b0 * d, P.p(t.w1[size_t(e)]), m, d, f, sc.dxe.data() + b0 * d,
+                  P.g(t.w1[size_t(e)]));
+    linear_bwd<T>(sc.du.data() + b0 * f, xe_.data() + b0 * d, P.p(t.w3[size_t(e)]), m, d, f, sc.dxe.data() + b0 * d,
+                  P.g(t.w3[size_t(e)]));
   }
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < n; ++r) {  // per row in rank order: deterministic
@@ -143,7 +141,19 @@ void MoeBlock<T>::backward(ParamSet<T>& P, const std::string& prefix, const T* x
     router_softmax_bwd<T>(sc.dw.data(), ids_.data(), w_.data(), probs_.data(), n, E, k, sc.dlogits.data());
   else
     router_sigmoid_bwd<T>(sc.dw.data(), ids_.data(), w_.data(), probs_.data(), n, E, k, sc.dlogits.data());
-  linear_bwd<T>(sc.dlogits.data(), x, P.p(prefix + "gate.weight"), n, d, E, dx, P.g(prefix + "gate.weight"));
+  linear_bwd<T>(sc.dlogits.data(), x, P.p(t.router), n, d, E, dx, P.g(t.router));
+}
+
+MoeTensors moe_tensors(const ModelConfig& c, int il) {
+  MoeTensors t;
+  t.router = tensor_name(c, TensorRole::kRouter, il);
+  if (c.use_routing_bias) t.bias = tensor_name(c, TensorRole::kRouterBias, il);
+  for (int e = 0; e < c.n_experts; ++e) {
+    t.w1.push_back(tensor_name(c, TensorRole::kExpertGate, il, e));
+    t.w2.push_back(tensor_name(c, TensorRole::kExpertDown, il, e));
+    t.w3.push_back(tensor_name(c, TensorRole::kExpertUp, il, e));
+  }
+  return t;
 }
 
 template struct MoeScratch<float>;

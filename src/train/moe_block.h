@@ -21,11 +21,18 @@ struct MoeSpec {
   int n_experts = 0, k = 0;       // experts, experts per token
   int64_t d = 0, f = 0;           // d_model, expert width
   RouterKind router = RouterKind::kSigmoidBias;
-  bool routing_bias = true;       // sigmoid router: e_score_correction_bias present
+  bool routing_bias = true;       // sigmoid router: the routing bias (TensorRole::kRouterBias) present
   double routed_scaling = 1.0;    // rs
   FfnAct act = FfnAct::kSiluGlu;
   double swiglu_alpha = 1.702, swiglu_limit = 7.0;  // SwiGLU-OAI (the config's decimals)
 };
+
+// One MoE layer's router, routing bias and routed experts by checkpoint name (model/schema.h).
+struct MoeTensors {
+  std::string router, bias;             // bias: "" when the config has none
+  std::vector<std::string> w1, w2, w3;  // [E] gate, down, up
+};
+MoeTensors moe_tensors(const ModelConfig& c, int il);
 
 template <class T>
 struct MoeScratch {
@@ -37,11 +44,10 @@ template <class T>
 class MoeBlock {
  public:
   MoeBlock(const MoeSpec& s, int64_t max_rows);
-  // out [n, d] is WRITTEN; loads [E] += tokens routed to each expert. prefix names the tensors:
-  // prefix + "gate.weight", "e_score_correction_bias", "experts.<e>.w1|w2|w3.weight".
-  void forward(ParamSet<T>& P, const std::string& prefix, const T* x, int64_t n, T* out, int64_t* loads);
+  // out [n, d] is WRITTEN; loads [E] += tokens routed to each expert; `t` names the tensors.
+  void forward(ParamSet<T>& P, const MoeTensors& t, const T* x, int64_t n, T* out, int64_t* loads);
   // dx [n, d] += d out/d x · dout; parameter gradients accumulate. x: the forward's input.
-  void backward(ParamSet<T>& P, const std::string& prefix, const T* x, const T* dout, int64_t n, T* dx,
+  void backward(ParamSet<T>& P, const MoeTensors& t, const T* x, const T* dout, int64_t n, T* dx,
                 MoeScratch<T>& s) const;
 
  private:

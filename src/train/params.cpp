@@ -8,6 +8,7 @@
 #include "base/error.h"
 #include "formats/safetensors.h"
 #include "formats/safetensors_writer.h"
+#include "model/schema.h"
 #include "ops/ops.h"
 #include "train/families.h"
 
@@ -23,6 +24,21 @@ std::vector<ParamInfo> param_layout(const ModelConfig& c) {
     default: break;
   }
   fail("training: the {} family is not trainable yet (supported: MiniMax-M2, Text-01 / M1)", c.architecture);
+}
+
+std::vector<ParamInfo> schema_params(const ModelConfig& c) {
+  std::vector<ParamInfo> out;
+  for (const TensorSpec& s : checkpoint_schema(c)) {
+    ParamInfo i;
+    i.name = s.name;
+    i.shape = s.shape;
+    i.init = s.init;
+    i.decay = s.decay;
+    i.trainable = s.trainable;
+    i.keep_f32 = s.keep_f32;
+    out.push_back(std::move(i));
+  }
+  return out;
 }
 
 template <class T>

@@ -15,9 +15,10 @@
 #include "base/error.h"
 #include "base/file_io.h"
 #include "model/config.h"
-#include "tiny/m2_chat_template.h"
 #include "formats/safetensors.h"
 #include "formats/safetensors_writer.h"
+#include "model/schema.h"
+#include "tiny/m2_chat_template.h"
 #include "ops/ops.h"
 #include "tokenizer/bpe_trainer.h"
 #include "tokenizer/tokenizer.h"
@@ -265,13 +266,14 @@ TrainResult train_run(const TrainOptions& opt_in) {
     fail("mmx train: --recompute must be auto, always or never");
   const GraphOptions go{o.recompute == "auto" ? -1 : o.recompute == "always" ? 1 : 0};
   auto graph = make_graph<float>(cfg, P, o.micro_batch, o.seq_len, go);
-  // Layer il's routing bias (a non-trainable "...layers.<il>.…e_score_correction_bias"), or null.
+  // Layer il's routing bias (a non-trainable parameter, model/schema.h), or null.
   std::vector<float*> routing_bias(size_t(cfg.n_layers), nullptr);
-  for (const ParamInfo& i : P.infos)
-    for (int il = 0; il < cfg.n_layers; ++il)
-      if (!i.trainable && i.name.find(fmt::format(".layers.{}.", il)) != std::string::npos &&
-          i.name.ends_with("e_score_correction_bias"))
-        routing_bias[size_t(il)] = P.value.data() + i.offset;
+  if (cfg.use_routing_bias)
+    for (int il = 0; il < cfg.n_layers; ++il) {
+      const std::string name = tensor_name(cfg, TensorRole::kRouterBias, il);
+      for (const ParamInfo& i : P.infos)
+        if (!i.trainable && i.name == name) routing_bias[size_t(il)] = P.value.data() + i.offset;
+    }
 
   // Log: keep the rows up to the resumed step.
   std::vector<std::string> log_rows;
@@ -329,7 +331,7 @@ TrainResult train_run(const TrainOptions& opt_in) {
     const double gnorm = clip_grad_norm(P, o.clip);
     const double lr = lr_schedule(step, o.steps, o.warmup, o.lr, o.min_lr_ratio);
     opt.step(P, lr);
-    // Aux-loss-free balancing (DeepSeek-V3 §2.1.2, as MiniMax-M2's e_score_correction_bias):
+    // Aux-loss-free balancing (DeepSeek-V3 §2.1.2, as MiniMax-M2's routing bias):
     // not a gradient step — each layer's bias moves by ±rate toward equal expert loads.
     const auto loads = graph->take_expert_loads();
     for (int il = 0; il < cfg.n_layers; ++il)

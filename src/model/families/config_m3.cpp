@@ -70,7 +70,6 @@ void parse_mxfp8(const json& q, const std::string& where, ModelConfig& c) {
 
 void parse_m3(const json& j, const json& top, const Reader& r, ModelConfig& c, std::set<std::string>& used) {
   const std::string& where = r.where();
-  c.tensor_prefix = "language_model.";
   used.insert({"use_gemma_norm", "use_qk_norm", "qk_norm_type", "attention_output_gate",
                "swiglu_alpha", "swiglu_limit", "dense_intermediate_size", "shared_intermediate_size",
                "n_shared_experts", "scoring_func", "use_routing_bias", "routed_scaling_factor",

@@ -1,5 +1,6 @@
 // config.json -> ModelConfig: the shared steps and the dispatch on architectures[0].
-// Family-specific keys live in config_m2.cpp (spec §4.1) and config_text01.cpp (spec §3.1).
+// Family-specific keys live in each family file (families/minimax_<family>.cpp), found through
+// the family table (families/registry.cpp).
 #include "model/config.h"
 
 #include "formats/checkpoint.h"
@@ -7,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "model/config_parse.h"
+#include "model/families/registry.h"
 #include "model/schema.h"
 
 namespace mmx {
@@ -136,39 +138,12 @@ ModelConfig parse_config(const std::string& text, const std::string& where) {
       !j["architectures"][0].is_string())
     fail("{}: \"architectures\" must be a non-empty list of strings", where);
   c.architecture = j["architectures"][0].get<std::string>();
-  const Reader r(j, where);
-  std::set<std::string> used = {"architectures"};
-  if (c.architecture == "MiniMaxM2ForCausalLM") {
-    c.family = Family::kMiniMaxM2;
-    parse_common(j, r, c, used);
-    parse_m2(j, r, c, used);
-  } else if (c.architecture == "MiniMaxText01ForCausalLM" || c.architecture == "MiniMaxM1ForCausalLM" ||
-             c.architecture == "MiniMaxForCausalLM") {
-    c.family = Family::kMiniMaxText01;
-    parse_common(j, r, c, used);
-    parse_text01(j, r, c, used);
-  } else if (c.architecture == "MiniMaxM3SparseForConditionalGeneration") {
-    // The VL wrapper: the LLM's keys live in text_config; vision keys are not ours.
-    c.family = Family::kMiniMaxM3;
-    if (!j.contains("text_config") || !j["text_config"].is_object())
-      fail("{}: MiniMaxM3SparseForConditionalGeneration needs a \"text_config\" object", where);
-    const json& t = j["text_config"];
-    const Reader tr(t, where + " (text_config)");
-    std::set<std::string> tused;
-    parse_common(t, tr, c, tused);
-    parse_m3(t, j, tr, c, tused);
-    static const std::set<std::string> kTopLevel = {
-        "text_config", "vision_config", "quantization_config", "model_type", "torch_dtype", "dtype",
-        "transformers_version", "image_token_index", "video_token_index", "projector_hidden_size",
-        "projector_hidden_act", "vision_feature_layer", "vision_feature_select_strategy",
-        "multimodal_projector_bias", "auto_map", "tie_word_embeddings", "bos_token_id",
-        "eos_token_id", "pad_token_id", "_name_or_path", "image_seq_length", "use_cache"};
-    warn_unknown_keys(j, used, kTopLevel, c, where);
-  } else {
-    fail("{}: architecture \"{}\" is not supported (supported: MiniMaxM2ForCausalLM, "
-         "MiniMaxText01ForCausalLM, MiniMaxM1ForCausalLM, MiniMaxForCausalLM, "
-         "MiniMaxM3SparseForConditionalGeneration)", where, c.architecture);
-  }
+  const FamilyInfo* f = find_family(c.architecture);
+  if (f == nullptr)
+    fail("{}: architecture \"{}\" is not supported (supported: {})", where, c.architecture,
+         supported_architectures());
+  c.family = f->family;
+  f->parse_config(j, where, c);
   return c;
 }
 

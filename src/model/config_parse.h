@@ -1,6 +1,6 @@
-// Private to src/model/config*.cpp: the JSON reader and the parsing steps the families share.
-// One config_<family>.cpp per family fills the family-specific fields (DESIGN rule 5: variation
-// is normalized here, once).
+// Private to src/model (config.cpp and the family files): the JSON reader and the parsing steps
+// the families share. Each family file's config section fills the family-specific fields (DESIGN
+// rule 5: variation is normalized here, once).
 #pragma once
 
 #include <cmath>
@@ -78,10 +78,9 @@ void parse_moe_shape(const Reader& r, ModelConfig& c, std::set<std::string>& use
 void warn_unknown_keys(const json& j, const std::set<std::string>& used,
                        const std::set<std::string>& ignored, ModelConfig& c, const std::string& where);
 
-// Family parsers (config_m2.cpp, config_text01.cpp): everything past the common keys.
-void parse_m2(const json& j, const Reader& r, ModelConfig& c, std::set<std::string>& used);
-void parse_text01(const json& j, const Reader& r, ModelConfig& c, std::set<std::string>& used);
-// M3: `j` is the text_config object; `top` the whole config.json (quantization_config lives there).
-void parse_m3(const json& j, const json& top, const Reader& r, ModelConfig& c, std::set<std::string>& used);
+// A family's config.json parser: everything past "architectures", into c (j: the whole file;
+// `where` names it in errors). Each lives in its family file (families/minimax_<family>.cpp) and
+// is listed in families/registry.cpp's table under its architectures[0] strings.
+using FamilyConfigParser = void (*)(const json& j, const std::string& where, ModelConfig& c);
 
 }  // namespace mmx::config_parse

@@ -13,6 +13,39 @@
 
 namespace mmx {
 
+// ---- the family table ----
+// Each family file defines its two entry points (families/minimax_<family>.cpp).
+namespace config_parse {
+void parse_config_m2(const json& j, const std::string& where, ModelConfig& c);
+void parse_config_text01(const json& j, const std::string& where, ModelConfig& c);
+void parse_config_m3(const json& j, const std::string& where, ModelConfig& c);
+}  // namespace config_parse
+std::unique_ptr<Model> make_minimax_m2(ModelConfig cfg, ModelWeights weights);
+std::unique_ptr<Model> make_minimax_text01(ModelConfig cfg, ModelWeights weights);
+std::unique_ptr<Model> make_minimax_m3(ModelConfig cfg, ModelWeights weights);
+
+namespace {
+const FamilyInfo kFamilies[] = {
+    {Family::kMiniMaxM2, {"MiniMaxM2ForCausalLM"}, config_parse::parse_config_m2, make_minimax_m2},
+    {Family::kMiniMaxText01, {"MiniMaxText01ForCausalLM", "MiniMaxM1ForCausalLM", "MiniMaxForCausalLM"},
+     config_parse::parse_config_text01, make_minimax_text01},
+    {Family::kMiniMaxM3, {"MiniMaxM3SparseForConditionalGeneration"}, config_parse::parse_config_m3, make_minimax_m3},
+};
+}  // namespace
+
+const FamilyInfo* find_family(const std::string& architecture) {
+  for (const FamilyInfo& f : kFamilies)
+    if (std::find(f.architectures.begin(), f.architectures.end(), architecture) != f.architectures.end()) return &f;
+  return nullptr;
+}
+
+std::string supported_architectures() {
+  std::vector<std::string> all;
+  for (const FamilyInfo& f : kFamilies) all.insert(all.end(), f.architectures.begin(), f.architectures.end());
+  return fmt::format("{}", fmt::join(all, ", "));
+}
+
+// ---- checks every family's forward shares ----
 void validate_token_ids(const Tensor& tokens, int64_t vocab_size) {
   MMX_CHECK(tokens.dtype == DType::kI32, "token ids must be I32");
   const int32_t* p = tokens.ptr<int32_t>();
@@ -101,11 +134,8 @@ std::unique_ptr<Model> load_model(const std::string& dir, void (*progress)(int, 
       cfg.warnings.push_back(fmt::format("{}: {} vision-tower / projector / MTP tensors are not used (text "
                                          "backbone only)", dir, n_vision));
   }
-  switch (cfg.family) {
-    case Family::kMiniMaxM2: return make_minimax_m2(std::move(cfg), std::move(w));
-    case Family::kMiniMaxText01: return make_minimax_text01(std::move(cfg), std::move(w));
-    case Family::kMiniMaxM3: return make_minimax_m3(std::move(cfg), std::move(w));
-  }
+  for (const FamilyInfo& f : kFamilies)
+    if (f.family == cfg.family) return f.make(std::move(cfg), std::move(w));
   fail("unsupported model family");
 }
 

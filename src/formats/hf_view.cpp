@@ -86,7 +86,7 @@ json hf_config(const File& f, const ModelTensorNames& names) {
       {"vocab_size", embd->shape[0]},
       {"use_qk_norm", true},  // llama.cpp's minimax-m2 graph always applies it, per layer
       {"qk_norm_type", "per_layer"},
-      {"use_routing_bias", true},  // exp_probs_b is a required tensor there
+      {"use_routing_bias", true},  // the routing bias is a required tensor there
       {"tie_word_embeddings", find_tensor(f, names.output) == nullptr},
   };
   if (f.has("tokenizer.ggml.bos_token_id")) c["bos_token_id"] = f.get_int("tokenizer.ggml.bos_token_id");

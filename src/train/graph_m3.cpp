@@ -287,10 +287,12 @@ class M3Graph final : public GraphBase<T> {
     std::fill(dk_raw_.begin(), dk_raw_.begin() + n * kvd, T(0));
     rms_norm_heads_bwd<T>(dq_.data(), L.q_raw.data(), gain_saved(nm(TensorRole::kQNorm, il)), L.rq.data(), n, H, hd,
                           dq_raw_.data(), P_.g(nm(TensorRole::kQNorm, il)));
-    rms_norm_heads_bwd<T>(dk_.data(), L.k_raw.data(), gain_saved(nm(TensorRole::kKNorm, il)), L.rk.data(), n, KH, hd,
-                          dk_raw_.data(), P_.g(nm(TensorRole::kKNorm, il)));
-    linear_bwd<T>(dq_raw_.data(), h1, P_.p(nm(TensorRole::kQ, il)), n, d, qd, dh_.data(), P_.g(nm(TensorRole::kQ, il)));
-    linear_bwd<T>(dk_raw_.data(), h1, P_.p(nm(TensorRole::kK, il)), n, d, kvd, dh_.data(), P_.g(nm(TensorRole::kK, il)));
+    rms_norm_heads_bwd<T>(dk_.data(), L.k_raw.data(), gain_saved(nm(TensorRole::kKNorm, il)), L.rk.data(), n, KH,
+                          hd, dk_raw_.data(), P_.g(nm(TensorRole::kKNorm, il)));
+    linear_bwd<T>(dq_raw_.data(), h1, P_.p(nm(TensorRole::kQ, il)), n, d, qd, dh_.data(),
+                  P_.g(nm(TensorRole::kQ, il)));
+    linear_bwd<T>(dk_raw_.data(), h1, P_.p(nm(TensorRole::kK, il)), n, d, kvd, dh_.data(),
+                  P_.g(nm(TensorRole::kK, il)));
     linear_bwd<T>(dv_.data(), h1, P_.p(nm(TensorRole::kV, il)), n, d, kvd, dh_.data(), P_.g(nm(TensorRole::kV, il)));
     if (!L.sparse || wkl == 0.0) return;
     // ---- indexer: the KL only; its input h1 is detached (no dh) ----
@@ -310,10 +312,10 @@ class M3Graph final : public GraphBase<T> {
     rope<T>(dik_.data(), pos_.data(), n, 1, di, c_.rotary_dim, c_.rope_theta, true);
     std::fill(diq_raw_.begin(), diq_raw_.begin() + n * iqd, T(0));
     std::fill(dik_raw_.begin(), dik_raw_.begin() + n * di, T(0));
-    rms_norm_heads_bwd<T>(diq_.data(), L.iq_raw.data(), gain_saved(nm(TensorRole::kIndexQNorm, il)), L.riq.data(), n, G, di,
-                          diq_raw_.data(), P_.g(nm(TensorRole::kIndexQNorm, il)));
-    rms_norm_heads_bwd<T>(dik_.data(), L.ik_raw.data(), gain_saved(nm(TensorRole::kIndexKNorm, il)), L.rik.data(), n, 1, di,
-                          dik_raw_.data(), P_.g(nm(TensorRole::kIndexKNorm, il)));
+    rms_norm_heads_bwd<T>(diq_.data(), L.iq_raw.data(), gain_saved(nm(TensorRole::kIndexQNorm, il)), L.riq.data(), n,
+                          G, di, diq_raw_.data(), P_.g(nm(TensorRole::kIndexQNorm, il)));
+    rms_norm_heads_bwd<T>(dik_.data(), L.ik_raw.data(), gain_saved(nm(TensorRole::kIndexKNorm, il)), L.rik.data(), n,
+                          1, di, dik_raw_.data(), P_.g(nm(TensorRole::kIndexKNorm, il)));
     linear_bwd<T>(diq_raw_.data(), h1, P_.p(nm(TensorRole::kIndexQ, il)), n, d, iqd, nullptr,
                   P_.g(nm(TensorRole::kIndexQ, il)));
     linear_bwd<T>(dik_raw_.data(), h1, P_.p(nm(TensorRole::kIndexK, il)), n, d, di, nullptr,

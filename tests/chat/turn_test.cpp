@@ -9,6 +9,7 @@
 #include "chat/prompt.h"
 #include "chat/turn.h"
 #include "template/chat_template.h"
+#include "testing/checkpoint_files.h"
 #include "tokenizer/tokenizer.h"
 
 namespace mmx::chat {
@@ -16,7 +17,7 @@ namespace {
 
 struct Tiny {
   tok::Tokenizer tok = tok::Tokenizer::from_path(std::string(MMX_SOURCE_DIR) + "/models/m2-tiny");
-  ChatTemplate tmpl = ChatTemplate::from_dir(std::string(MMX_SOURCE_DIR) + "/models/m2-tiny");
+  ChatTemplate tmpl = testing::chat_template_of(std::string(MMX_SOURCE_DIR) + "/models/m2-tiny");
   ServedModel m;
   Tiny() {
     m.tokenizer = &tok;

@@ -31,7 +31,7 @@ template <class T>
 SeqVis GraphBase<T>::vis_of(int64_t s) const {
   const int64_t t = b_.seq_len;
   if (b_.visibility) return SeqVis(b_.visibility + s * t * t);
-  if (b_.parents) return SeqVis::tree(b_.parents + s * t);
+  if (b_.parents) return SeqVis::tree(b_.parents + s * t, runs_.data() + s * t);
   return SeqVis();
 }
 
@@ -62,6 +62,10 @@ const T* GraphBase<T>::forward(const TrainBatch& b, std::vector<double>* target_
   b_ = b;
   const int64_t t = b.seq_len, n = b.n_seqs * t, d = c_.d_model;
   for (int64_t i = 0; i < n; ++i) pos_[size_t(i)] = b.positions ? b.positions[i] : int32_t(i % t);
+  if (b.parents) {
+    runs_.resize(size_t(n));
+    for (int64_t s = 0; s < b.n_seqs; ++s) tree_runs(b.parents + s * t, t, runs_.data() + s * t);
+  }
   begin_forward();
   embedding_fwd<T>(P_.p(nm(TensorRole::kEmbed)), b.tokens, n, d, x_.data());
   for (int il = 0; il < c_.n_layers; ++il) {

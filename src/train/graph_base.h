@@ -90,6 +90,7 @@ class GraphBase : public Graph<T> {
   Vec<T> x_, hf_, rf_, logits_;                       // residual stream [n,d]; final norm [n,d] [n]; [n,V]
   Vec<T> dx_, dh_, dbr_;                              // [n,d]: d(x), d(normed input), d(branch output)
   Vec<int32_t> pos_;                                  // [n] RoPE positions
+  Vec<int32_t> runs_;                                 // [n] tree batches: visibility.h tree_runs
   std::vector<std::vector<int64_t>> loads_;           // [n_layers][E]
 
  private:

@@ -194,10 +194,10 @@ class M3Graph final : public GraphBase<T> {
         T* z = L.z.data() + s * G * t * t;
         int32_t* sel = L.sel.data() + s * G * t * K;
         msa_index_scores<T>(L.iq.data() + s * t * G * di, L.ik.data() + s * t * di, t, G, di, z);
-        msa_select<T>(z, vis_of(s), t, G, B, K, sel);
-        msa_attention_fwd<T>(L.q.data() + s * t * qd, L.k.data() + s * t * kvd, L.v.data() + s * t * kvd, vis_of(s),
+        msa_select<T>(z, vis_of(s), pos_.data() + s * t, t, G, B, K, sel);
+        msa_attention_fwd<T>(L.q.data() + s * t * qd, L.k.data() + s * t * kvd, L.v.data() + s * t * kvd, vis_of(s), pos_.data() + s * t,
                              sel, t, H, KH, hd, B, K, scale, L.att.data() + s * t * qd, L.p.data() + s * H * t * t);
-        kl_ += msa_index_kl<T>(z, L.p.data() + s * H * t * t, vis_of(s), sel,
+        kl_ += msa_index_kl<T>(z, L.p.data() + s * H * t * t, vis_of(s), pos_.data() + s * t, sel,
                                b_.index_rows ? b_.index_rows + s * t : nullptr, t, H, G, B, K,
                                1.0 / std::sqrt(double(di)), 0.0, nullptr) /
                kl_norm_;
@@ -303,7 +303,7 @@ class M3Graph final : public GraphBase<T> {
       const T* z = L.z.data() + s * G * t * t;
       const int32_t* sel = L.sel.data() + s * G * t * K;
       std::fill(dz_.begin(), dz_.begin() + G * t * t, T(0));
-      msa_index_kl<T>(z, L.p.data() + s * H * t * t, vis_of(s), sel, b_.index_rows ? b_.index_rows + s * t : nullptr, t,
+      msa_index_kl<T>(z, L.p.data() + s * H * t * t, vis_of(s), pos_.data() + s * t, sel, b_.index_rows ? b_.index_rows + s * t : nullptr, t,
                       H, G, B, K, 1.0 / std::sqrt(double(di)), wkl / kl_norm_, dz_.data());
       msa_index_scores_bwd<T>(dz_.data(), L.iq.data() + s * t * iqd, L.ik.data() + s * t * di, t, G, di,
                               diq_.data() + s * t * iqd, dik_.data() + s * t * di);

@@ -37,7 +37,8 @@ template <class T>
 struct LayerActs {
   Vec<T> q_raw, k_raw, rq, rk;    // [n,qd] [n,kvd] [n] [n]: projections before QK-norm
   Vec<T> q, k, v;                 // [n,qd] [n,kvd] [n,kvd]: after QK-norm + RoPE
-  Vec<T> p;                       // [n_seqs, n_heads, t, t] attention probabilities
+  Vec<T> p;                       // [n_seqs, n_heads, t, t] attention probabilities (causal batches)
+  Vec<T> lse;                     // [n_seqs, n_heads, t] row log-sum-exp (masked batches: attention_iv)
   Vec<T> att;                     // [n, qd] attention heads output
   // lightning layers (Text-01) instead of q..att:
   Vec<T> qkv_raw, qkv;            // [n, 3qd] the fused projection before / after SiLU
@@ -142,9 +143,15 @@ class MoeGraph final : public GraphBase<T> {
     }
     rope<T>(L.q.data(), pos_.data(), n, H, hd, c_.rotary_dim, c_.rope_theta, false);
     rope<T>(L.k.data(), pos_.data(), n, KH, hd, c_.rotary_dim, c_.rope_theta, false);
-    for (int64_t s = 0; s < S; ++s)
-      attention_fwd<T>(L.q.data() + s * t * qd, L.k.data() + s * t * kvd, L.v.data() + s * t * kvd, vis_of(s), t, H,
-                       KH, hd, scale, L.att.data() + s * t * qd, recompute_ ? nullptr : L.p.data() + s * H * t * t);
+    if (this->has_mask() && L.lse.size() < size_t(n * H)) L.lse.resize(size_t(max_seqs_ * seq_len_ * H));
+    for (int64_t s = 0; s < S; ++s) {
+      const T *q = L.q.data() + s * t * qd, *k = L.k.data() + s * t * kvd, *v = L.v.data() + s * t * kvd;
+      if (this->has_mask())  // over the visible intervals only: nothing [t, t] (kernels.h)
+        attention_iv_fwd<T>(q, k, v, vis_of(s), t, H, KH, hd, scale, L.att.data() + s * t * qd, L.lse.data() + s * H * t);
+      else
+        attention_fwd<T>(q, k, v, SeqVis(), t, H, KH, hd, scale, L.att.data() + s * t * qd,
+                         recompute_ ? nullptr : L.p.data() + s * H * t * t);
+    }
     linear_fwd<T>(L.att.data(), P_.p(nm(TensorRole::kO, il)), n, qd, d, out);
   }
 
@@ -187,8 +194,11 @@ class MoeGraph final : public GraphBase<T> {
     for (int64_t s = 0; s < S; ++s) {
       const T *q = L.q.data() + s * t * qd, *k = L.k.data() + s * t * kvd, *v = L.v.data() + s * t * kvd;
       T *dq = dq_.data() + s * t * qd, *dk = dk_.data() + s * t * kvd, *dv = dv_.data() + s * t * kvd;
-      if (recompute_)
-        attention_bwd_recompute<T>(datt_.data() + s * t * qd, q, k, v, vis_of(s), t, H, KH, hd, scale, dq, dk, dv);
+      if (this->has_mask())
+        attention_iv_bwd<T>(datt_.data() + s * t * qd, q, k, v, vis_of(s), L.lse.data() + s * H * t, t, H, KH, hd, scale,
+                            dq, dk, dv);
+      else if (recompute_)
+        attention_bwd_recompute<T>(datt_.data() + s * t * qd, q, k, v, SeqVis(), t, H, KH, hd, scale, dq, dk, dv);
       else
         attention_bwd<T>(datt_.data() + s * t * qd, q, k, v, L.p.data() + s * H * t * t, t, H, KH, hd, scale, dq, dk, dv);
     }

@@ -13,6 +13,7 @@
 
 #include "base/error.h"
 #include "ops/ops.h"
+#include "train/blas.h"
 
 namespace mmx::train {
 
@@ -35,7 +36,9 @@ void count(int64_t M, int64_t N, int64_t K) {
   }
 }
 
-// One single-threaded BLAS call with explicit leading dimensions.
+}  // namespace
+
+namespace detail {
 void blas(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
           const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   count(M, N, K);
@@ -48,8 +51,9 @@ void blas(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(M), int(N), int(K),
               alpha, A, int(lda), B, int(ldb), beta, C, int(ldc));
 }
+}  // namespace detail
 
-}  // namespace
+using detail::blas;
 
 double gemm_flops() { return g_gemm_flops.load(); }
 void reset_gemm_flops() { g_gemm_flops.store(0.0); }

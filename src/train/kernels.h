@@ -90,6 +90,20 @@ template <class T>
 void attention_bwd_recompute(const T* dout, const T* q, const T* k, const T* v, SeqVis vis, int64_t t,
                              int n_heads, int n_kv, int hd, double scale, T* dq, T* dk, T* dv);
 
+// ---- the same attention over visibility intervals (masked batches: prefix trees, dense masks) ----
+// kernels_attention_iv.cpp: tiles of 32 query rows, each over the union of its rows' visible key
+// intervals (SeqVis::intervals) only, so the work is ≈ the visible pairs and no [t, t] array
+// exists: memory O(32 · t) per thread. lse: [n_heads, t] saved log Σ_j exp(s_ij) of each row; the
+// backward recomputes P from it. Same math as attention_fwd/bwd (tests compare both with the fp64
+// oracle); the training graph uses it for every batch with a mask.
+template <class T>
+void attention_iv_fwd(const T* q, const T* k, const T* v, SeqVis vis, int64_t t, int n_heads, int n_kv, int hd,
+                      double scale, T* out, T* lse);
+// dq, dk, dv += the gradients (as attention_bwd), from q, k, v, vis and the forward's lse.
+template <class T>
+void attention_iv_bwd(const T* dout, const T* q, const T* k, const T* v, SeqVis vis, const T* lse, int64_t t,
+                      int n_heads, int n_kv, int hd, double scale, T* dq, T* dk, T* dv);
+
 // ---- gated activations ----
 // a = silu(g)·u.  g, u, a: [n]
 template <class T>

@@ -109,11 +109,20 @@ void msa_index_scores_bwd(const T* dz, const T* iq, const T* ik, int64_t t, int 
 namespace {
 // Key j of query row i (from SeqVis::row: null = causal).
 inline bool visible(const uint8_t* vr, int64_t i, int64_t j) { return vr ? vr[j] != 0 : j <= i; }
+// The MSA block of row j: its position / B (pos null: the row index is the position).
+inline int64_t key_block(const int32_t* pos, int64_t j, int block) { return (pos ? pos[j] : j) / block; }
 }  // namespace
 
+int64_t msa_n_blocks(const int32_t* pos, int64_t t, int block) {
+  if (!pos) return (t + block - 1) / block;
+  int64_t mx = 0;
+  for (int64_t j = 0; j < t; ++j) mx = std::max<int64_t>(mx, pos[j]);
+  return mx / block + 1;
+}
+
 template <class T>
-void msa_select(const T* z, SeqVis vis, int64_t t, int G, int block, int K, int32_t* sel) {
-  const int64_t nb = (t + block - 1) / block;
+void msa_select(const T* z, SeqVis vis, const int32_t* pos, int64_t t, int G, int block, int K, int32_t* sel) {
+  const int64_t nb = msa_n_blocks(pos, t, block);
 #pragma omp parallel
   {
     std::vector<double> S(static_cast<size_t>(nb));
@@ -124,15 +133,16 @@ void msa_select(const T* z, SeqVis vis, int64_t t, int G, int block, int K, int3
       for (int64_t i = 0; i < t; ++i) {
         const uint8_t* vr = vis.row(i, t, rowbuf.data());
         const T* zr = z + (int64_t(g) * t + i) * t;
-        const int64_t local = i / block;
-        cand.clear();
-        for (int64_t b = 0; b < local; ++b) {
-          double best = -std::numeric_limits<double>::infinity();
-          for (int64_t j = b * block; j < std::min(t, (b + 1) * block); ++j)
-            if (visible(vr, i, j)) best = std::max(best, double(zr[j]));
-          S[size_t(b)] = best;
-          if (std::isfinite(best)) cand.push_back(int32_t(b));
+        const int64_t local = key_block(pos, i, block);
+        std::fill(S.begin(), S.begin() + local, -std::numeric_limits<double>::infinity());
+        for (int64_t j = 0; j < t; ++j) {
+          if (!visible(vr, i, j)) continue;
+          const int64_t b = key_block(pos, j, block);
+          if (b < local) S[size_t(b)] = std::max(S[size_t(b)], double(zr[j]));
         }
+        cand.clear();
+        for (int64_t b = 0; b < local; ++b)
+          if (std::isfinite(S[size_t(b)])) cand.push_back(int32_t(b));
         const size_t keep = std::min(cand.size(), size_t(std::max(K - 1, 0)));
         std::partial_sort(cand.begin(), cand.begin() + keep, cand.end(), [&](int32_t a, int32_t b) {
           return S[size_t(a)] > S[size_t(b)] || (S[size_t(a)] == S[size_t(b)] && a < b);
@@ -146,8 +156,9 @@ void msa_select(const T* z, SeqVis vis, int64_t t, int G, int block, int K, int3
   }
 }
 
-void msa_allowed(SeqVis vis, const int32_t* sel, int64_t t, int G, int block, int K, uint8_t* allowed) {
-  const int64_t nb = (t + block - 1) / block;
+void msa_allowed(SeqVis vis, const int32_t* pos, const int32_t* sel, int64_t t, int G, int block, int K,
+                 uint8_t* allowed) {
+  const int64_t nb = msa_n_blocks(pos, t, block);
 #pragma omp parallel
   {
     std::vector<uint8_t> on(static_cast<size_t>(nb));
@@ -160,7 +171,7 @@ void msa_allowed(SeqVis vis, const int32_t* sel, int64_t t, int G, int block, in
         const int32_t* s = sel + (int64_t(g) * t + i) * K;
         for (int a = 0; a < K && s[a] >= 0; ++a) on[size_t(s[a])] = 1;
         uint8_t* ar = allowed + (int64_t(g) * t + i) * t;
-        for (int64_t j = 0; j < t; ++j) ar[j] = uint8_t(on[size_t(j / block)] && visible(vr, i, j));
+        for (int64_t j = 0; j < t; ++j) ar[j] = uint8_t(visible(vr, i, j) && on[size_t(key_block(pos, j, block))]);
       }
   }
 }
@@ -168,11 +179,11 @@ void msa_allowed(SeqVis vis, const int32_t* sel, int64_t t, int G, int block, in
 // ---- block-sparse attention ----
 
 template <class T>
-void msa_attention_fwd(const T* q, const T* k, const T* v, SeqVis vis, const int32_t* sel, int64_t t,
-                       int n_heads, int G, int hd, int block, int K, double scale, T* out, T* p) {
+void msa_attention_fwd(const T* q, const T* k, const T* v, SeqVis vis, const int32_t* pos, const int32_t* sel,
+                       int64_t t, int n_heads, int G, int hd, int block, int K, double scale, T* out, T* p) {
   const int grp = n_heads / G;
   std::vector<uint8_t> allowed(static_cast<size_t>(G * t * t));
-  msa_allowed(vis, sel, t, G, block, K, allowed.data());
+  msa_allowed(vis, pos, sel, t, G, block, K, allowed.data());
   // One group at a time: its heads, K and V packed contiguous, then dense masked attention.
   std::vector<T> qg(static_cast<size_t>(t * grp * hd)), kg(static_cast<size_t>(t * hd)), vg(kg.size()),
       og(qg.size());
@@ -200,11 +211,11 @@ void msa_attention_bwd(const T* dout, const T* q, const T* k, const T* v, const 
 //   KL = Σ t_j log t_j − Σ t_j l_j + logsumexp(l);  ∂KL/∂l_j = s_j − t_j.
 
 template <class T>
-double msa_index_kl(const T* z, const T* p, SeqVis vis, const int32_t* sel, const uint8_t* rows, int64_t t,
-                    int n_heads, int G, int block, int K, double zscale, double grad_scale, T* dz) {
+double msa_index_kl(const T* z, const T* p, SeqVis vis, const int32_t* pos, const int32_t* sel, const uint8_t* rows,
+                    int64_t t, int n_heads, int G, int block, int K, double zscale, double grad_scale, T* dz) {
   const int grp = n_heads / G;
   std::vector<uint8_t> allowed(static_cast<size_t>(G * t * t));
-  msa_allowed(vis, sel, t, G, block, K, allowed.data());
+  msa_allowed(vis, pos, sel, t, G, block, K, allowed.data());
   std::vector<double> row_kl(static_cast<size_t>(G * t), 0.0);
 #pragma omp parallel
   {
@@ -253,12 +264,14 @@ double msa_index_kl(const T* z, const T* p, SeqVis vis, const int32_t* sel, cons
   template void swiglu_oai_bwd<T>(const T*, const T*, const T*, int64_t, double, double, T*, T*);               \
   template void msa_index_scores<T>(const T*, const T*, int64_t, int, int, T*);                                 \
   template void msa_index_scores_bwd<T>(const T*, const T*, const T*, int64_t, int, int, T*, T*);               \
-  template void msa_select<T>(const T*, SeqVis, int64_t, int, int, int, int32_t*);                      \
-  template void msa_attention_fwd<T>(const T*, const T*, const T*, SeqVis, const int32_t*, int64_t, int, \
+  template void msa_select<T>(const T*, SeqVis, const int32_t*, int64_t, int, int, int, int32_t*);       \
+  template void msa_attention_fwd<T>(const T*, const T*, const T*, SeqVis, const int32_t*, const int32_t*,  \
+                                     int64_t, int,                                                            \
                                      int, int, int, int, double, T*, T*);                                       \
   template void msa_attention_bwd<T>(const T*, const T*, const T*, const T*, const T*, int64_t, int, int, int,  \
                                      double, T*, T*, T*);                                                       \
-  template double msa_index_kl<T>(const T*, const T*, SeqVis, const int32_t*, const uint8_t*, int64_t,  \
+  template double msa_index_kl<T>(const T*, const T*, SeqVis, const int32_t*, const int32_t*,             \
+                                  const uint8_t*, int64_t,                                                 \
                                   int, int, int, int, double, double, T*);
 
 MMX_TRAIN_MSA_INSTANTIATE(float)

@@ -8,13 +8,16 @@
 //
 // Conventions: those of kernels.h (row-major, backward ACCUMULATES, thread-count invariant).
 // MSA shapes, one sequence of t rows (the packed row index is the key index):
+//   pos: [t] the rows' positions, or null = 0..t−1. A key's block is pos[j] / B — its block in
+//        its own sequence — so a prefix tree packed in DFS order (positions = depth) selects,
+//        for each token, exactly the blocks its sequence run alone would (rl/tree.h).
 //   G = number of index heads = KV heads (one selection per GQA group); B = block size;
 //   K = top-k blocks per query INCLUDING the local block; di = index head dim.
 //   vis: the base visibility (train/visibility.h: causal, a dense [t, t] uint8 mask with
 //        vis[i*t + j] = 1 when query i may see key j, j <= i, diagonal set; or tree parents).
 //   sel: [G, t, K] int32 selected block ids of each (group, query): the non-local blocks in
-//        (score desc, id asc) order, then the local block i / B, then -1 padding.
-//   allowed(g, i) = { j : vis(i, j) and j / B is in sel[g, i, :] } — the keys of the attention.
+//        (score desc, id asc) order, then the local block pos[i] / B, then -1 padding.
+//   allowed(g, i) = { j : vis(i, j) and pos[j] / B is in sel[g, i, :] } — the keys of the attention.
 #pragma once
 
 #include <cstdint>
@@ -53,22 +56,25 @@ template <class T>
 void msa_index_scores_bwd(const T* dz, const T* iq, const T* ik, int64_t t, int G, int di, T* diq, T* dik);
 
 // ---- MSA: block selection (not differentiated) ----
+// Blocks the positions span: max(pos) / B + 1 (pos null: ceil(t / B)).
+int64_t msa_n_blocks(const int32_t* pos, int64_t t, int block);
 // Per (g, i): block max S(b) = max over visible keys j of block b of z[g, i, j] (no visible key:
-// −inf); candidates = blocks b < i / B with a finite S(b); if at most K − 1 candidates all of
+// −inf); candidates = blocks b < pos[i] / B with a finite S(b); if at most K − 1 candidates all of
 // them, else the K − 1 best by (S desc, block id asc); then the local block. sel: [G, t, K].
 template <class T>
-void msa_select(const T* z, SeqVis vis, int64_t t, int G, int block, int K, int32_t* sel);
+void msa_select(const T* z, SeqVis vis, const int32_t* pos, int64_t t, int G, int block, int K, int32_t* sel);
 
 // allowed: [G, t, t] = 1 where key j is in allowed(g, i) (the mask the attention and the KL use).
-void msa_allowed(SeqVis vis, const int32_t* sel, int64_t t, int G, int block, int K, uint8_t* allowed);
+void msa_allowed(SeqVis vis, const int32_t* pos, const int32_t* sel, int64_t t, int G, int block, int K,
+                 uint8_t* allowed);
 
 // ---- MSA: block-sparse attention given the selection ----
 // Softmax attention of query head h (group g = h / (n_heads / G)) over allowed(g, i), scale
 // `scale`. q: [t, n_heads, hd]; k, v: [t, G, hd]; out: [t, n_heads, hd]; p: [n_heads, t, t]
 // saved probabilities, exactly 0 outside allowed(g, i).
 template <class T>
-void msa_attention_fwd(const T* q, const T* k, const T* v, SeqVis vis, const int32_t* sel, int64_t t,
-                       int n_heads, int G, int hd, int block, int K, double scale, T* out, T* p);
+void msa_attention_fwd(const T* q, const T* k, const T* v, SeqVis vis, const int32_t* pos, const int32_t* sel,
+                       int64_t t, int n_heads, int G, int hd, int block, int K, double scale, T* out, T* p);
 // dq, dk, dv += the gradients of out (the selection is a constant; p carries the sparsity).
 template <class T>
 void msa_attention_bwd(const T* dout, const T* q, const T* k, const T* v, const T* p, int64_t t, int n_heads,
@@ -83,7 +89,7 @@ void msa_attention_bwd(const T* dout, const T* q, const T* k, const T* v, const 
 // Returns Σ_{g,i} KL_gi (accumulated in double). When dz is non-null it ACCUMULATES
 // dz[g, i, j] += grad_scale · zscale · (student_j − teacher_j) over allowed j of counted rows.
 template <class T>
-double msa_index_kl(const T* z, const T* p, SeqVis vis, const int32_t* sel, const uint8_t* rows, int64_t t,
-                    int n_heads, int G, int block, int K, double zscale, double grad_scale, T* dz);
+double msa_index_kl(const T* z, const T* p, SeqVis vis, const int32_t* pos, const int32_t* sel, const uint8_t* rows,
+                    int64_t t, int n_heads, int G, int block, int K, double zscale, double grad_scale, T* dz);
 
 }  // namespace mmx::train

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "base/error.h"
 #include "train/kernels.h"
 
 namespace mmx::train {
@@ -48,6 +49,95 @@ double token_nll(const T* logits, const int32_t* targets, const double* weights,
   for (double x : row_loss) total += x;
   return total;
 }
+
+namespace {
+
+// The terms of each row as CSR: order[first[r] .. first[r+1]) = the term ids of row r, in term order.
+void terms_by_row(int64_t n_rows, int64_t vocab, const ScoredTerm* terms, int64_t n_terms, std::vector<int64_t>& first,
+                  std::vector<int64_t>& order) {
+  first.assign(size_t(n_rows + 1), 0);
+  for (int64_t e = 0; e < n_terms; ++e) {
+    if (terms[e].row < 0 || terms[e].row >= n_rows)
+      fail("loss: scored term {} names row {} of a batch of {} rows", e, terms[e].row, n_rows);
+    if (terms[e].target < 0 || terms[e].target >= vocab)
+      fail("loss: scored term {} has target {} outside the vocabulary [0, {})", e, terms[e].target, vocab);
+    ++first[size_t(terms[e].row + 1)];
+  }
+  for (int64_t r = 0; r < n_rows; ++r) first[size_t(r + 1)] += first[size_t(r)];
+  order.resize(size_t(n_terms));
+  std::vector<int64_t> fill(first.begin(), first.end() - 1);
+  for (int64_t e = 0; e < n_terms; ++e) order[size_t(fill[size_t(terms[e].row)]++)] = e;
+}
+
+// e [vocab] = exp(l − max l); returns (max, Σ e) — the softmax of one row, as token_nll does it.
+template <class T>
+std::pair<T, double> row_softmax(const T* l, int64_t vocab, T* e) {
+  T mx = l[0];
+  for (int64_t i = 1; i < vocab; ++i) mx = std::max(mx, l[i]);
+  for (int64_t i = 0; i < vocab; ++i) e[i] = l[i] - mx;
+  vexp(e, vocab);
+  double sum = 0;
+  for (int64_t i = 0; i < vocab; ++i) sum += double(e[i]);
+  return {mx, sum};
+}
+
+}  // namespace
+
+template <class T>
+void scored_logp(const T* logits, int64_t n_rows, int64_t vocab, const ScoredTerm* terms, int64_t n_terms,
+                 double* logp) {
+  std::vector<int64_t> first, order;
+  terms_by_row(n_rows, vocab, terms, n_terms, first, order);
+#pragma omp parallel
+  {
+    std::vector<T> e(static_cast<size_t>(vocab));
+#pragma omp for schedule(dynamic, 16)
+    for (int64_t r = 0; r < n_rows; ++r) {
+      if (first[size_t(r)] == first[size_t(r + 1)]) continue;
+      const T* l = logits + r * vocab;
+      const auto [mx, sum] = row_softmax(l, vocab, e.data());
+      const double lse = double(mx) + std::log(sum);
+      for (int64_t a = first[size_t(r)]; a < first[size_t(r + 1)]; ++a) {
+        const int64_t id = order[size_t(a)];
+        logp[id] = double(l[terms[id].target]) - lse;
+      }
+    }
+  }
+}
+
+template <class T>
+void scored_backward(const T* logits, int64_t n_rows, int64_t vocab, const ScoredTerm* terms, int64_t n_terms,
+                     const double* g, T* dlogits) {
+  std::vector<int64_t> first, order;
+  terms_by_row(n_rows, vocab, terms, n_terms, first, order);
+#pragma omp parallel
+  {
+    std::vector<T> e(static_cast<size_t>(vocab));
+#pragma omp for schedule(dynamic, 16)
+    for (int64_t r = 0; r < n_rows; ++r) {
+      T* d = dlogits + r * vocab;
+      if (first[size_t(r)] == first[size_t(r + 1)]) {
+        std::fill(d, d + vocab, T(0));
+        continue;
+      }
+      const auto [mx, sum] = row_softmax(logits + r * vocab, vocab, e.data());  // read before d is written
+      double gsum = 0;
+      for (int64_t a = first[size_t(r)]; a < first[size_t(r + 1)]; ++a) gsum += g[order[size_t(a)]];
+      const T k = T(-gsum / sum);
+      for (int64_t i = 0; i < vocab; ++i) d[i] = e[size_t(i)] * k;
+      for (int64_t a = first[size_t(r)]; a < first[size_t(r + 1)]; ++a) {
+        const int64_t id = order[size_t(a)];
+        d[terms[id].target] += T(g[id]);
+      }
+    }
+  }
+}
+
+template void scored_logp<float>(const float*, int64_t, int64_t, const ScoredTerm*, int64_t, double*);
+template void scored_logp<double>(const double*, int64_t, int64_t, const ScoredTerm*, int64_t, double*);
+template void scored_backward<float>(const float*, int64_t, int64_t, const ScoredTerm*, int64_t, const double*, float*);
+template void scored_backward<double>(const double*, int64_t, int64_t, const ScoredTerm*, int64_t, const double*,
+                                      double*);
 
 template double token_nll<float>(const float*, const int32_t*, const double*, int64_t, int64_t, double, float*,
                                  double*);

@@ -20,6 +20,25 @@ template <class T>
 double token_nll(const T* logits, const int32_t* targets, const double* weights, int64_t n, int64_t vocab,
                  double grad_scale, T* dlogits, double* logp = nullptr);
 
+// ---- scored terms: a loss over log-probabilities of (row, target) pairs ----
+// A packed prefix tree (rl/tree.h) scores one row for several owners, possibly with different
+// targets (a branch point) and weights: a loss L(logp) over terms e = (row_e, target_e),
+//   logp_e = log softmax(logits[row_e])[target_e],
+//   dL/dlogits[r][v] = Σ_{e: row_e = r} g_e · (δ(v, target_e) − softmax(logits[r])[v]),  g_e = dL/dlogp_e.
+struct ScoredTerm {
+  int64_t row = 0;
+  int32_t target = 0;
+};
+// logp [n_terms] = the terms' log-probabilities. Throws mmx::Error on a row or target out of range.
+template <class T>
+void scored_logp(const T* logits, int64_t n_rows, int64_t vocab, const ScoredTerm* terms, int64_t n_terms,
+                 double* logp);
+// dlogits [n_rows, vocab] WRITTEN (0 for rows without a term; may alias logits) from g [n_terms].
+// Each row's terms are summed in term order, so the result does not depend on the thread count.
+template <class T>
+void scored_backward(const T* logits, int64_t n_rows, int64_t vocab, const ScoredTerm* terms, int64_t n_terms,
+                     const double* g, T* dlogits);
+
 // Softmax cross-entropy: token_nll with every w_t = 1.
 template <class T>
 double cross_entropy(const T* logits, const int32_t* targets, int64_t n, int64_t vocab, double grad_scale,

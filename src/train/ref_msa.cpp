@@ -17,12 +17,16 @@ namespace {
 
 bool sees(const uint8_t* vis, int64_t t, int64_t i, int64_t j) { return vis ? vis[i * t + j] != 0 : j <= i; }
 
-// Is key j in allowed(g, i)?
-bool allowed(const uint8_t* vis, const int32_t* sel, int64_t t, int g, int64_t i, int64_t j, int block, int K) {
+// Row j's position (pos null: j).
+int64_t at(const int32_t* pos, int64_t j) { return pos ? pos[j] : j; }
+
+// Is key j in allowed(g, i)? Its block is its position / block.
+bool allowed(const uint8_t* vis, const int32_t* pos, const int32_t* sel, int64_t t, int g, int64_t i, int64_t j,
+             int block, int K) {
   if (!sees(vis, t, i, j)) return false;
   const int32_t* s = sel + (int64_t(g) * t + i) * K;
   for (int a = 0; a < K; ++a)
-    if (s[a] == j / block) return true;
+    if (s[a] == at(pos, j) / block) return true;
   return false;
 }
 
@@ -84,14 +88,17 @@ void msa_index_scores_bwd(const double* dz, const double* iq, const double* ik, 
 // torch_models.py M3Model._msa_select: pooled block max over visible keys, candidates = blocks
 // before the local one with a finite max, a stable sort by score desc (ties: lower id first), the
 // first K − 1 finite ones, then the local block.
-void msa_select(const double* z, const uint8_t* vis, int64_t t, int G, int block, int K, int32_t* sel) {
+void msa_select(const double* z, const uint8_t* vis, const int32_t* pos, int64_t t, int G, int block, int K,
+                int32_t* sel) {
   const double ninf = -std::numeric_limits<double>::infinity();
   for (int g = 0; g < G; ++g)
     for (int64_t i = 0; i < t; ++i) {
-      const int64_t local = i / block;
+      const int64_t local = at(pos, i) / block;
       std::vector<double> S(size_t(local), ninf);
-      for (int64_t j = 0; j < local * block; ++j)
-        if (sees(vis, t, i, j)) S[size_t(j / block)] = std::max(S[size_t(j / block)], z[(int64_t(g) * t + i) * t + j]);
+      for (int64_t j = 0; j < t; ++j) {
+        const int64_t b = at(pos, j) / block;
+        if (b < local && sees(vis, t, i, j)) S[size_t(b)] = std::max(S[size_t(b)], z[(int64_t(g) * t + i) * t + j]);
+      }
       std::vector<int32_t> order;
       for (int64_t b = 0; b < local; ++b) order.push_back(int32_t(b));
       std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return S[size_t(a)] > S[size_t(b)]; });
@@ -105,8 +112,8 @@ void msa_select(const double* z, const uint8_t* vis, int64_t t, int G, int block
 
 // The oracle's softmax attention (ops/ref/f64.h) of each query head over allowed(g, i), one head
 // at a time: q of head h, k and v of its group g.
-void msa_attention_fwd(const double* q, const double* k, const double* v, const uint8_t* vis, const int32_t* sel,
-                       int64_t t, int n_heads, int G, int hd, int block, int K, double scale, double* out,
+void msa_attention_fwd(const double* q, const double* k, const double* v, const uint8_t* vis, const int32_t* pos,
+                       const int32_t* sel, int64_t t, int n_heads, int G, int hd, int block, int K, double scale, double* out,
                        double* p) {
   const int grp = n_heads / G;
   const size_t th = static_cast<size_t>(t * hd);
@@ -115,7 +122,7 @@ void msa_attention_fwd(const double* q, const double* k, const double* v, const 
   for (int h = 0; h < n_heads; ++h) {
     const int g = h / grp;
     for (int64_t i = 0; i < t; ++i)
-      for (int64_t j = 0; j < t; ++j) mask[size_t(i * t + j)] = allowed(vis, sel, t, g, i, j, block, K);
+      for (int64_t j = 0; j < t; ++j) mask[size_t(i * t + j)] = allowed(vis, pos, sel, t, g, i, j, block, K);
     for (int64_t i = 0; i < t; ++i)
       for (int c = 0; c < hd; ++c) {
         qh[size_t(i * hd + c)] = q[(i * n_heads + h) * hd + c];
@@ -138,7 +145,8 @@ void msa_attention_bwd(const double* dout, const double* q, const double* k, con
 
 // KL(t ‖ s) = Σ_j t_j log t_j − Σ_j t_j log s_j, log s_j = l_j − log Σ_allowed exp(l), l = zscale·z;
 // ∂/∂l_j = −t_j + s_j Σ_m t_m = s_j − t_j (Σ t = 1); ∂/∂z = zscale · (s − t).
-double msa_index_kl(const double* z, const double* p, const uint8_t* vis, const int32_t* sel, const uint8_t* rows,
+double msa_index_kl(const double* z, const double* p, const uint8_t* vis, const int32_t* pos, const int32_t* sel,
+                    const uint8_t* rows,
                     int64_t t, int n_heads, int G, int block, int K, double zscale, double grad_scale, double* dz) {
   const int grp = n_heads / G;
   double total = 0;
@@ -148,12 +156,12 @@ double msa_index_kl(const double* z, const double* p, const uint8_t* vis, const 
       const double* zr = z + (int64_t(g) * t + i) * t;
       double mx = -std::numeric_limits<double>::infinity();
       for (int64_t j = 0; j < t; ++j)
-        if (allowed(vis, sel, t, g, i, j, block, K)) mx = std::max(mx, zscale * zr[j]);
+        if (allowed(vis, pos, sel, t, g, i, j, block, K)) mx = std::max(mx, zscale * zr[j]);
       double sum = 0;
       for (int64_t j = 0; j < t; ++j)
-        if (allowed(vis, sel, t, g, i, j, block, K)) sum += std::exp(zscale * zr[j] - mx);
+        if (allowed(vis, pos, sel, t, g, i, j, block, K)) sum += std::exp(zscale * zr[j] - mx);
       for (int64_t j = 0; j < t; ++j) {
-        if (!allowed(vis, sel, t, g, i, j, block, K)) continue;
+        if (!allowed(vis, pos, sel, t, g, i, j, block, K)) continue;
         double tj = 0;
         for (int h = g * grp; h < (g + 1) * grp; ++h) tj += p[(int64_t(h) * t + i) * t + j];
         tj /= grp;

@@ -17,13 +17,16 @@ void swiglu_oai_bwd(const double* da, const double* g, const double* u, int64_t 
 void msa_index_scores(const double* iq, const double* ik, int64_t t, int G, int di, double* z);
 void msa_index_scores_bwd(const double* dz, const double* iq, const double* ik, int64_t t, int G, int di,
                           double* diq, double* dik);
-void msa_select(const double* z, const uint8_t* vis, int64_t t, int G, int block, int K, int32_t* sel);
-void msa_attention_fwd(const double* q, const double* k, const double* v, const uint8_t* vis, const int32_t* sel,
-                       int64_t t, int n_heads, int G, int hd, int block, int K, double scale, double* out,
+// pos: [t] row positions or null (= 0..t−1); a key's MSA block is pos[j] / block (kernels_msa.h).
+void msa_select(const double* z, const uint8_t* vis, const int32_t* pos, int64_t t, int G, int block, int K,
+                int32_t* sel);
+void msa_attention_fwd(const double* q, const double* k, const double* v, const uint8_t* vis, const int32_t* pos,
+                       const int32_t* sel, int64_t t, int n_heads, int G, int hd, int block, int K, double scale, double* out,
                        double* p);
 void msa_attention_bwd(const double* dout, const double* q, const double* k, const double* v, const double* p,
                        int64_t t, int n_heads, int G, int hd, double scale, double* dq, double* dk, double* dv);
-double msa_index_kl(const double* z, const double* p, const uint8_t* vis, const int32_t* sel, const uint8_t* rows,
+double msa_index_kl(const double* z, const double* p, const uint8_t* vis, const int32_t* pos, const int32_t* sel,
+                    const uint8_t* rows,
                     int64_t t, int n_heads, int G, int block, int K, double zscale, double grad_scale, double* dz);
 
 }  // namespace mmx::train::ref

@@ -1,6 +1,7 @@
 // The visibility forms of visibility.h: row expansion and the dense <-> tree converters.
 #include "train/visibility.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "base/error.h"
@@ -13,6 +14,40 @@ const uint8_t* SeqVis::row(int64_t i, int64_t t, uint8_t* buf) const {
   std::memset(buf, 0, size_t(t));
   for (int64_t j = i; j >= 0; j = parents_[j]) buf[j] = 1;
   return buf;
+}
+
+void SeqVis::intervals(int64_t i, int64_t t, std::vector<VisInterval>& out) const {
+  out.clear();
+  if (dense_) {
+    const uint8_t* r = dense_ + i * t;
+    for (int64_t j = 0; j < t;) {
+      if (!r[j]) {
+        ++j;
+        continue;
+      }
+      const int64_t lo = j;
+      while (j < t && r[j]) ++j;
+      out.push_back({lo, j - 1});
+    }
+    return;
+  }
+  if (!parents_) {
+    out.push_back({0, i});
+    return;
+  }
+  for (int64_t j = i; j >= 0;) {
+    int64_t s = j;
+    if (runs_) s = runs_[j];
+    else
+      while (s > 0 && parents_[s] == s - 1) --s;
+    out.push_back({s, j});  // never adjacent to the next: parents[s] != s − 1 at a run start
+    j = parents_[s];
+  }
+  std::reverse(out.begin(), out.end());
+}
+
+void tree_runs(const int32_t* parents, int64_t t, int32_t* runs) {
+  for (int64_t i = 0; i < t; ++i) runs[i] = i > 0 && parents[i] == i - 1 ? runs[i - 1] : int32_t(i);
 }
 
 void check_tree(const int32_t* parents, int64_t n_seqs, int64_t t) {

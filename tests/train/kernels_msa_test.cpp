@@ -256,7 +256,7 @@ TEST(TrainKernelsMsa, IndexScores) {
 
 I ref_select(const MsaCase& c, const V& z) {
   I sel(size_t(c.G * c.t * c.K));
-  ref::msa_select(z.data(), c.vis.empty() ? nullptr : c.vis.data(), c.t, c.G, c.B, c.K, sel.data());
+  ref::msa_select(z.data(), c.vis.empty() ? nullptr : c.vis.data(), nullptr, c.t, c.G, c.B, c.K, sel.data());
   return sel;
 }
 
@@ -268,8 +268,8 @@ TEST(TrainKernelsMsa, SelectMatchesRefAndIsActive) {
     const V z = randn(size_t(c.G * t * t), 7);
     const I want = ref_select(c, z);
     I got(want.size()), gotf(want.size());
-    msa_select<double>(z.data(), vis, t, c.G, c.B, c.K, got.data());
-    msa_select<float>(to_f(z).data(), vis, t, c.G, c.B, c.K, gotf.data());
+    msa_select<double>(z.data(), vis, nullptr, t, c.G, c.B, c.K, got.data());
+    msa_select<float>(to_f(z).data(), vis, nullptr, t, c.G, c.B, c.K, gotf.data());
     EXPECT_EQ(got, want);
     EXPECT_EQ(gotf, want);
     // The contract: valid prefix, the local block last, then -1; at most K; distinct ids.
@@ -303,14 +303,14 @@ TEST(TrainKernelsMsa, SelectTieBreakAndTreeCandidates) {
   MsaCase c{int(t), 1, 1, 1, 1, 2, 3, {}, "tie"};
   I sel = ref_select(c, z), self(sel.size());
   EXPECT_EQ((I{sel[24], sel[25], sel[26]}), (I{2, 0, 4}));
-  msa_select<float>(to_f(z).data(), nullptr, t, 1, 2, 3, self.data());
+  msa_select<float>(to_f(z).data(), nullptr, nullptr, t, 1, 2, 3, self.data());
   EXPECT_EQ(self, sel);
   // A tree: row 8 sees only rows 0, 1 and itself (parent chain 8 -> 1 -> 0): blocks 1..3 hold
   // no visible key, so block 0 is the only candidate.
   c.vis = tree_mask({-1, 0, 1, 2, 3, 4, 5, 6, 1});
   sel = ref_select(c, z);
   EXPECT_EQ((I{sel[24], sel[25], sel[26]}), (I{0, 4, -1}));
-  msa_select<double>(z.data(), c.vis.data(), t, 1, 2, 3, self.data());
+  msa_select<double>(z.data(), c.vis.data(), nullptr, t, 1, 2, 3, self.data());
   EXPECT_EQ(self, sel);
 }
 
@@ -326,14 +326,14 @@ TEST(TrainKernelsMsa, BlockSparseAttention) {
             v = randn(size_t(t * c.G * c.hd), 13), dout = randn(q.size(), 14);
     const double scale = 1.0 / std::sqrt(double(c.hd));
     V o(q.size()), p(size_t(c.H * t * t)), od(q.size()), pd(p.size());
-    ref::msa_attention_fwd(q.data(), k.data(), v.data(), vis, sel.data(), t, c.H, c.G, c.hd, c.B, c.K, scale, o.data(),
+    ref::msa_attention_fwd(q.data(), k.data(), v.data(), vis, nullptr, sel.data(), t, c.H, c.G, c.hd, c.B, c.K, scale, o.data(),
                            p.data());
-    msa_attention_fwd<double>(q.data(), k.data(), v.data(), vis, sel.data(), t, c.H, c.G, c.hd, c.B, c.K, scale,
+    msa_attention_fwd<double>(q.data(), k.data(), v.data(), vis, nullptr, sel.data(), t, c.H, c.G, c.hd, c.B, c.K, scale,
                               od.data(), pd.data());
     check_close(od, o, kD, 0, "fwd double");
     check_close(pd, p, kD, 0, "p double");
     std::vector<float> of(q.size()), pf(p.size());
-    msa_attention_fwd<float>(to_f(q).data(), to_f(k).data(), to_f(v).data(), vis, sel.data(), t, c.H, c.G, c.hd, c.B,
+    msa_attention_fwd<float>(to_f(q).data(), to_f(k).data(), to_f(v).data(), vis, nullptr, sel.data(), t, c.H, c.G, c.hd, c.B,
                              c.K, scale, of.data(), pf.data());
     check_close(to_d(of), o, kFr, kFa, "fwd float");
     // p is exactly 0 outside the selection.
@@ -363,7 +363,7 @@ TEST(TrainKernelsMsa, BlockSparseAttention) {
     check_close(to_d(dvf), dv, kFr, kFa, "dv float");
     auto L = [&](const V& qq, const V& kk, const V& vv) {
       V oo(q.size()), pp(p.size());
-      ref::msa_attention_fwd(qq.data(), kk.data(), vv.data(), vis, sel.data(), t, c.H, c.G, c.hd, c.B, c.K, scale,
+      ref::msa_attention_fwd(qq.data(), kk.data(), vv.data(), vis, nullptr, sel.data(), t, c.H, c.G, c.hd, c.B, c.K, scale,
                              oo.data(), pp.data());
       return dot(oo, dout);
     };
@@ -392,21 +392,21 @@ TEST(TrainKernelsMsa, IndexKl) {
     const V q = randn(size_t(t * c.H * c.hd), 22), k = randn(size_t(t * c.G * c.hd), 23),
             v = randn(size_t(t * c.G * c.hd), 24);
     V o(q.size()), p(size_t(c.H * t * t));
-    ref::msa_attention_fwd(q.data(), k.data(), v.data(), vis, sel.data(), t, c.H, c.G, c.hd, c.B, c.K, 0.5, o.data(),
+    ref::msa_attention_fwd(q.data(), k.data(), v.data(), vis, nullptr, sel.data(), t, c.H, c.G, c.hd, c.B, c.K, 0.5, o.data(),
                            p.data());
     std::vector<uint8_t> rows(size_t(t), 1);
     rows[size_t(t - 1)] = 0;  // a padded row does not count
     const double zs = 1.0 / std::sqrt(double(c.di)), gs = 0.37;
     V dz(z.size(), 0), dzd = dz;
-    const double kl = ref::msa_index_kl(z.data(), p.data(), vis, sel.data(), rows.data(), t, c.H, c.G, c.B, c.K, zs,
+    const double kl = ref::msa_index_kl(z.data(), p.data(), vis, nullptr, sel.data(), rows.data(), t, c.H, c.G, c.B, c.K, zs,
                                         gs, dz.data());
-    const double kld = msa_index_kl<double>(z.data(), p.data(), vis, sel.data(), rows.data(), t, c.H, c.G, c.B, c.K,
+    const double kld = msa_index_kl<double>(z.data(), p.data(), vis, nullptr, sel.data(), rows.data(), t, c.H, c.G, c.B, c.K,
                                             zs, gs, dzd.data());
     EXPECT_GT(kl, 0.0);
     EXPECT_NEAR(kld, kl, 1e-12 * std::fabs(kl));
     check_close(dzd, dz, kD, 0, "dz double");
     std::vector<float> dzf(z.size(), 0);
-    const double klf = msa_index_kl<float>(to_f(z).data(), to_f(p).data(), vis, sel.data(), rows.data(), t, c.H, c.G,
+    const double klf = msa_index_kl<float>(to_f(z).data(), to_f(p).data(), vis, nullptr, sel.data(), rows.data(), t, c.H, c.G,
                                            c.B, c.K, zs, gs, dzf.data());
     EXPECT_NEAR(klf, kl, 2e-5 * std::fabs(kl) + 1e-6);
     check_close(to_d(dzf), dz, kFr, kFa, "dz float");
@@ -416,7 +416,7 @@ TEST(TrainKernelsMsa, IndexKl) {
       }
     // d(gs · KL)/dz, the teacher held fixed, against finite differences.
     auto L = [&](const V& zz) {
-      return gs * ref::msa_index_kl(zz.data(), p.data(), vis, sel.data(), rows.data(), t, c.H, c.G, c.B, c.K, zs, 0,
+      return gs * ref::msa_index_kl(zz.data(), p.data(), vis, nullptr, sel.data(), rows.data(), t, c.H, c.G, c.B, c.K, zs, 0,
                                     nullptr);
     };
     check_close(dz, fd_grad(L, z), kFd, 1e-9, "dz vs fd");
@@ -425,7 +425,7 @@ TEST(TrainKernelsMsa, IndexKl) {
       V zt(z.size(), -1e3);
       for (size_t e = 0; e < zt.size(); ++e)
         if (p[e] > 0) zt[e] = std::log(p[e]);
-      EXPECT_NEAR(ref::msa_index_kl(zt.data(), p.data(), vis, sel.data(), nullptr, t, c.H, c.G, c.B, c.K, 1.0, 0,
+      EXPECT_NEAR(ref::msa_index_kl(zt.data(), p.data(), vis, nullptr, sel.data(), nullptr, t, c.H, c.G, c.B, c.K, 1.0, 0,
                                     nullptr),
                   0.0, 1e-12);
     }
@@ -446,13 +446,13 @@ TEST(TrainKernelsMsa, ThreadCountInvariant) {
         diq(iq.size(), 0), dik(ik.size(), 0), dq(q.size(), 0), dk(k.size(), 0), dv(v.size(), 0);
     I sel(size_t(c.G * t * c.K));
     msa_index_scores<float>(iq.data(), ik.data(), t, c.G, c.di, z.data());
-    msa_select<float>(z.data(), nullptr, t, c.G, c.B, c.K, sel.data());
-    msa_attention_fwd<float>(q.data(), k.data(), v.data(), nullptr, sel.data(), t, c.H, c.G, c.hd, c.B, c.K, 0.3,
+    msa_select<float>(z.data(), nullptr, nullptr, t, c.G, c.B, c.K, sel.data());
+    msa_attention_fwd<float>(q.data(), k.data(), v.data(), nullptr, nullptr, sel.data(), t, c.H, c.G, c.hd, c.B, c.K, 0.3,
                              o.data(), p.data());
     msa_attention_bwd<float>(dout.data(), q.data(), k.data(), v.data(), p.data(), t, c.H, c.G, c.hd, 0.3, dq.data(),
                              dk.data(), dv.data());
     const double kl =
-        msa_index_kl<float>(z.data(), p.data(), nullptr, sel.data(), nullptr, t, c.H, c.G, c.B, c.K, 0.25, 1.0, dz.data());
+        msa_index_kl<float>(z.data(), p.data(), nullptr, nullptr, sel.data(), nullptr, t, c.H, c.G, c.B, c.K, 0.25, 1.0, dz.data());
     msa_index_scores_bwd<float>(dz.data(), iq.data(), ik.data(), t, c.G, c.di, diq.data(), dik.data());
     std::vector<float> all;
     for (auto* x : {&z, &o, &p, &dz, &diq, &dik, &dq, &dk, &dv}) all.insert(all.end(), x->begin(), x->end());

@@ -21,6 +21,7 @@
 #include "train/kernels.h"
 #include "train/loss.h"
 #include "train/ref.h"
+#include "train/visibility.h"
 
 namespace mmx::train {
 namespace f64 = ops::ref::f64;  // the forward oracle (shared with ops::ref)
@@ -209,6 +210,104 @@ TEST(TrainKernels, Attention) {
           }
     }
   }
+}
+
+// The interval form (attention_iv_*: tiles over the union of the rows' visible intervals, the
+// probabilities recomputed from the row log-sum-exp) against the same fp64 oracle: causal, dense
+// random masks and prefix trees, over shapes that cross several 32-row tiles; the tree given as
+// parent links gives bitwise the dense mask's results (the same intervals).
+TEST(TrainKernels, AttentionIntervals) {
+  struct Case {
+    int t, h, kh, hd;
+    int kind;  // 0 causal, 1 random dense, 2 random tree
+    uint64_t seed;
+  };
+  const std::vector<Case> cases = {{1, 2, 1, 4, 0, 1},  {9, 4, 2, 8, 0, 2},  {70, 4, 2, 8, 0, 3}, {7, 2, 2, 4, 1, 4},
+                                   {45, 2, 1, 5, 1, 5}, {8, 4, 2, 8, 2, 6},  {75, 4, 2, 8, 2, 7}, {130, 2, 1, 4, 2, 8}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(::testing::Message() << "t=" << c.t << " kind=" << c.kind);
+    const int64_t t = c.t;
+    std::mt19937_64 rng(c.seed);
+    std::vector<uint8_t> dense;
+    std::vector<int32_t> parents;
+    if (c.kind == 1) {
+      dense.resize(size_t(t * t));
+      for (int64_t i = 0; i < t; ++i)
+        for (int64_t j = 0; j < t; ++j) dense[size_t(i * t + j)] = i == j || (rng() % 3 == 0);
+    } else if (c.kind == 2) {
+      for (int64_t i = 0; i < t; ++i) {
+        const uint64_t r = rng() % 10;
+        parents.push_back(r < 7 || i == 0 ? int32_t(i) - 1 : r < 9 ? int32_t(rng() % uint64_t(i)) : -1);
+      }
+      dense = tree_to_dense(parents.data(), 1, t);
+    }
+    const uint8_t* vis = dense.empty() ? nullptr : dense.data();
+    const V q = randn(static_cast<size_t>(t * c.h * c.hd), 31), k = randn(static_cast<size_t>(t * c.kh * c.hd), 32),
+            v = randn(static_cast<size_t>(t * c.kh * c.hd), 33), dout = randn(q.size(), 34);
+    const double scale = 1.0 / std::sqrt(double(c.hd));
+    V o(q.size()), p(static_cast<size_t>(c.h * t * t));
+    f64::attention(q.data(), k.data(), v.data(), vis, t, t, c.h, c.kh, c.hd, scale, o.data(), p.data());
+    V dq(q.size(), 0), dk(k.size(), 0), dv(v.size(), 0);
+    ref::attention_bwd(dout.data(), q.data(), k.data(), v.data(), p.data(), t, c.h, c.kh, c.hd, scale, dq.data(),
+                       dk.data(), dv.data());
+    const SeqVis sv = vis ? SeqVis(vis) : SeqVis();
+    V od(q.size()), lse(static_cast<size_t>(c.h * t)), dqd(q.size(), 0), dkd(k.size(), 0), dvd(v.size(), 0);
+    attention_iv_fwd<double>(q.data(), k.data(), v.data(), sv, t, c.h, c.kh, c.hd, scale, od.data(), lse.data());
+    attention_iv_bwd<double>(dout.data(), q.data(), k.data(), v.data(), sv, lse.data(), t, c.h, c.kh, c.hd, scale,
+                             dqd.data(), dkd.data(), dvd.data());
+    expect_close(od, o, kD, 0, "iv fwd double");
+    expect_close(dqd, dq, kD, 0, "iv dq double");
+    expect_close(dkd, dk, kD, 0, "iv dk double");
+    expect_close(dvd, dv, kD, 0, "iv dv double");
+    std::vector<float> of(q.size()), lf(lse.size()), dqf(q.size(), 0), dkf(k.size(), 0), dvf(v.size(), 0);
+    attention_iv_fwd<float>(to_f(q).data(), to_f(k).data(), to_f(v).data(), sv, t, c.h, c.kh, c.hd, scale, of.data(),
+                            lf.data());
+    attention_iv_bwd<float>(to_f(dout).data(), to_f(q).data(), to_f(k).data(), to_f(v).data(), sv, lf.data(), t, c.h,
+                            c.kh, c.hd, scale, dqf.data(), dkf.data(), dvf.data());
+    expect_close(to_d(of), o, kFr, kFa, "iv fwd float");
+    expect_close(to_d(dqf), dq, kFr, kFa, "iv dq float");
+    expect_close(to_d(dkf), dk, kFr, kFa, "iv dk float");
+    expect_close(to_d(dvf), dv, kFr, kFa, "iv dv float");
+    if (c.kind == 2) {  // parent links (with and without the run index): bitwise the dense mask's
+      std::vector<int32_t> runs(parents.size());
+      tree_runs(parents.data(), t, runs.data());
+      for (const SeqVis tv : {SeqVis::tree(parents.data()), SeqVis::tree(parents.data(), runs.data())}) {
+        V ot(q.size()), lt(lse.size()), dqt(q.size(), 0), dkt(k.size(), 0), dvt(v.size(), 0);
+        attention_iv_fwd<double>(q.data(), k.data(), v.data(), tv, t, c.h, c.kh, c.hd, scale, ot.data(), lt.data());
+        attention_iv_bwd<double>(dout.data(), q.data(), k.data(), v.data(), tv, lt.data(), t, c.h, c.kh, c.hd, scale,
+                                 dqt.data(), dkt.data(), dvt.data());
+        EXPECT_EQ(ot, od);
+        EXPECT_EQ(dqt, dqd);
+        EXPECT_EQ(dkt, dkd);
+        EXPECT_EQ(dvt, dvd);
+      }
+    }
+  }
+}
+
+// SeqVis::intervals: ascending, disjoint, and exactly the row's visible keys, for every form.
+TEST(TrainKernels, VisibilityIntervalsAreTheRows) {
+  std::mt19937_64 rng(9);
+  const int64_t t = 90;
+  std::vector<int32_t> parents;
+  for (int64_t i = 0; i < t; ++i) parents.push_back(i == 0 || rng() % 5 ? int32_t(i) - 1 : int32_t(rng() % uint64_t(i)));
+  std::vector<int32_t> runs(static_cast<size_t>(t));
+  tree_runs(parents.data(), t, runs.data());
+  const std::vector<uint8_t> dense = tree_to_dense(parents.data(), 1, t);
+  std::vector<VisInterval> iv;
+  std::vector<uint8_t> buf(static_cast<size_t>(t));
+  for (const SeqVis v : {SeqVis(), SeqVis(dense.data()), SeqVis::tree(parents.data()), SeqVis::tree(parents.data(), runs.data())})
+    for (int64_t i = 0; i < t; ++i) {
+      v.intervals(i, t, iv);
+      const uint8_t* row = v.row(i, t, buf.data());
+      std::vector<uint8_t> got(size_t(t), 0);
+      for (size_t a = 0; a < iv.size(); ++a) {
+        ASSERT_LE(iv[a].lo, iv[a].hi);
+        if (a > 0) ASSERT_GT(iv[a].lo, iv[a - 1].hi + 1);
+        for (int64_t j = iv[a].lo; j <= iv[a].hi; ++j) got[size_t(j)] = 1;
+      }
+      for (int64_t j = 0; j < t; ++j) ASSERT_EQ(got[size_t(j)], row ? row[j] : uint8_t(j <= i)) << i << "," << j;
+    }
 }
 
 // A tree-masked branch equals the branch run alone as its own sequence (the merged-tree rule the

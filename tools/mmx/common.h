@@ -62,8 +62,9 @@ void add_serve(CLI::App& app, Action& action);          // cmd_serve.cpp: the HT
 void add_chat(CLI::App& app, Action& action);           // cmd_chat.cpp: terminal chat on a local model
 void add_train(CLI::App& app, Action& action);          // cmd_train.cpp
 void add_ppl(CLI::App& app, Action& action);            // cmd_ppl.cpp
-void add_grad(CLI::App& app, Action& action);
-void add_probe(CLI::App& app, Action& action);           // cmd_probe.cpp: long-range retrieval probe           // cmd_grad.cpp: one batch's loss and gradients
+void add_grad(CLI::App& app, Action& action);            // cmd_grad.cpp: one batch's loss and gradients
+void add_rl(CLI::App& app, Action& action);              // cmd_rl.cpp: mmx rl grad (agent RL)
+void add_probe(CLI::App& app, Action& action);           // cmd_probe.cpp: long-range retrieval probe
 void add_train_tokenizer(CLI::App& app, Action& action);  // cmd_train_tokenizer.cpp: BPE training
 void add_convert(CLI::App& app, Action& action);          // cmd_convert.cpp: HF -> GGUF
 void add_family_tokens(CLI::App& app, Action& action);    // cmd_family_tokens.cpp

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   mmx::cli::add_train(app, action);
   mmx::cli::add_ppl(app, action);
   mmx::cli::add_grad(app, action);
+  mmx::cli::add_rl(app, action);
   mmx::cli::add_probe(app, action);
   mmx::cli::add_convert(app, action);
   mmx::cli::add_family_tokens(app, action);

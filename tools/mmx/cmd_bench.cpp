@@ -144,6 +144,7 @@ void add_bench(CLI::App& app, Action& action) {
   b->add_option("-t,--threads", bo->threads, "Threads (0 = all cores)");
   b->callback([bo, &action] { action = [bo] { bench_batch(*bo); }; });
   add_bench_train(c, action);  // bench_train.cpp
+  add_bench_rl(c, action);     // bench_rl.cpp
 }
 
 }  // namespace mmx::cli

@@ -127,6 +127,12 @@ TEST_P(LogprobsVsTrainer, EveryCompletionId) {
   if (!bf16) {  // the engine's F32 forward against the trainer's: rounding only
     EXPECT_LE(m64.max(), 1e-5);
     EXPECT_LE(m32.max(), 1e-5);
+    // Drawn at another temperature and top-p, the log-probs are still the raw distribution's.
+    std::vector<RolloutRequest> q = groups(2, 2, 12, 8);
+    for (auto& r : q) r.sampling.temperature = 0.7f, r.sampling.top_p = 0.9f;
+    EXPECT_FALSE(samples_raw_policy(q[0].sampling));
+    const Mismatch tempered = vs_trainer<double>(tiny(), ro.run(q));
+    EXPECT_LE(tempered.max(), 1e-5) << "T = 0.7, top-p 0.9: " << tempered.str();
   } else {
     // Every K/V row rounded to BF16 (docs/numerics.md): ~1e-3 on most ids, and where the rounding
     // flips a near-tie expert choice of the router, a whole expert's worth (the tail: with every

@@ -201,6 +201,7 @@ TEST(Rollouts, SeededRolloutsReproduce) {
     for (size_t k = 0; k < a[i].logprobs.size() && k < warm[i].logprobs.size(); ++k)
       warm_diff = std::max(warm_diff, std::fabs(a[i].logprobs[k] - warm[i].logprobs[k]));
   }
+  std::printf("rollouts with the prompts cached vs computed: max |dlogp| %.3g\n", warm_diff);
   EXPECT_LE(warm_diff, 1e-5) << "prefix-cache hit vs recompute";
   for (int p = 0; p < 2; ++p) EXPECT_NE(a[size_t(3 * p)].completion, a[size_t(3 * p + 1)].completion) << "group " << p;
   std::vector<RolloutRequest> q2 = q;

@@ -127,6 +127,19 @@ EngineMetrics Engine::metrics() const {
   return m;
 }
 
+void Engine::update_weights(std::span<const TensorValues> updates) {
+  std::lock_guard<std::mutex> step_lock(step_mu_);  // between steps: no forward reads the weights
+  model_.update_weights(updates);                   // throws before writing anything
+  sched_->requeue_running();  // in-flight sequences give back their K/V, to be recomputed
+  mem_->drop_cache();         // cached blocks and lightning snapshots came from the old weights
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    ++stats_.weight_updates;
+  }
+  publish_metrics({});
+  cv_.notify_all();
+}
+
 void Engine::intake() {
   std::lock_guard<std::mutex> l(mu_);
   for (auto& r : inbox_) sched_->enqueue(std::move(r));

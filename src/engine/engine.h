@@ -72,6 +72,7 @@ class Engine final : public EngineApi {
   EngineMetrics metrics() const override;
   int64_t context_limit() const override;
   int64_t max_queued() const override { return opts_.max_waiting; }
+  void update_weights(std::span<const TensorValues> updates) override;
 
   // One scheduling step on the caller's thread (with start_thread = false). Returns false when
   // there was nothing to do. run_until_idle() steps until every request has finished.

@@ -1,5 +1,5 @@
-// The engine as the HTTP server sees it: submit a tokenized request, receive its tokens as
-// events, cancel it. Thread-safe; events are delivered on the engine's thread (the callback must
+// The engine as the HTTP server (and RL rollouts, rl/rollout.h) see it: submit a tokenized
+// request, receive its tokens as events, cancel it; push new weights into it (RL). Thread-safe; events are delivered on the engine's thread (the callback must
 // not block and must not call back into the engine — push into a queue and act from another
 // thread). engine/engine.h implements this; tests/server uses a scripted fake.
 //
@@ -10,11 +10,14 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "engine/sampler.h"
 #include "engine/token_constraint.h"
+#include "model/tensor_values.h"
 
 namespace mmx {
 
@@ -59,6 +62,7 @@ struct EngineMetrics {
   int64_t prefix_hits_tokens = 0, prefix_lookup_tokens = 0;
   int64_t last_batch_tokens = 0, last_batch_seqs = 0;
   int64_t preemptions = 0;  // sequences sent back to the queue for recompute (pages ran out)
+  int64_t weight_updates = 0;  // update_weights() calls that took effect
 };
 
 class EngineApi {
@@ -76,6 +80,16 @@ class EngineApi {
   // Requests the engine queues at once (--max-queue): a submit beyond it is refused kBusy, so a request
   // of n choices with n above this could never succeed (the server answers 400 instead).
   virtual int64_t max_queued() const = 0;
+  // Replaces the model's weights by checkpoint name (Model::update_weights: encoded in the
+  // model's storage dtypes), without a restart. It waits for the step in progress and runs before
+  // the next one; the prefix cache is dropped (its K/V came from the old weights), and requests in
+  // flight are recomputed from their tokens so far: what they emit from then on comes from the new
+  // weights, what they emitted before stays as it was. Throws mmx::Error, changing nothing, for an
+  // unknown tensor, a wrong size or a block-scaled (FP8) one. This default refuses.
+  virtual void update_weights(std::span<const TensorValues> updates) {
+    (void)updates;
+    fail("this engine does not take weight updates");
+  }
 };
 
 }  // namespace mmx

@@ -35,6 +35,15 @@ int64_t Scheduler::retire_finished() {
   return int64_t(running_.size());
 }
 
+void Scheduler::requeue_running() {
+  retire_finished();
+  for (auto it = running_.rbegin(); it != running_.rend(); ++it) {
+    mem_.release((*it)->mem);
+    waiting_.push_front(std::move(*it));
+  }
+  running_.clear();
+}
+
 // True if a running sequence is still prefilling tokens that s shares with it, beyond what s
 // already found in the prefix cache: waiting for them to be committed beats computing them twice
 // (n > 1 choices of one prompt, a burst of agent requests with one long system prompt).

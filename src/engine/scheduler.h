@@ -52,6 +52,9 @@ class Scheduler {
   ScheduledBatch schedule(int64_t prefill_budget = INT64_MAX);
   int64_t n_decoding() const;  // running sequences with one pending token
   int64_t n_starting() const;  // running sequences still prefilling, plus waiting ones a free slot admits
+  // Every running sequence releases its memory and goes back to the front of the queue, in
+  // admission order, to be recomputed from its tokens so far (new weights: its K/V is stale).
+  void requeue_running();
   // Drops running sequences whose memory was released (finished); returns how many remain.
   int64_t retire_finished();
 

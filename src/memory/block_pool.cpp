@@ -74,6 +74,10 @@ void BlockPool::uncache(int id) {
   b.tokens.clear();
 }
 
+void BlockPool::uncache_all() {
+  for (int id = 0; id < n_blocks(); ++id) uncache(id);
+}
+
 void BlockPool::check_integrity() const {
   std::vector<int> in_free(blocks_.size(), 0);
   for (int id : free_) {

@@ -44,6 +44,8 @@ class BlockPool {
   // under the same hash wins (the caller keeps its own copy, unshared).
   void commit(int id, uint64_t h, std::span<const int32_t> tokens);
   bool is_cached(int id) const { return blocks_[id].hash != kNoHash; }
+  // Unregisters every block (lookup() misses from now on); ref counts and the free list stay.
+  void uncache_all();
 
   // Aborts (MMX_CHECK) if ref counts, the free list and the hash map disagree.
   void check_integrity() const;

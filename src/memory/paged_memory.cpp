@@ -130,6 +130,12 @@ void PagedMemory::release(SeqMemory& s) {
   s.exported = 0;
 }
 
+void PagedMemory::drop_cache() {
+  pool_.uncache_all();
+  states_.clear();
+  state_lru_.clear();
+}
+
 int64_t PagedMemory::rollback(SeqMemory& s, int64_t len) {
   MMX_CHECK(s.kv && len >= 0 && len <= s.kv->n_past(), "rollback({}) of a sequence holding {} tokens", len,
             s.n_past());

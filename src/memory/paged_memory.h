@@ -72,6 +72,9 @@ class PagedMemory {
   void commit(SeqMemory& s, std::span<const int32_t> tokens);
   // Drops every page reference and the cache (full blocks stay findable until evicted).
   void release(SeqMemory& s);
+  // Forgets the prefix cache: no block or lightning snapshot is found by open() again (new
+  // weights made their contents stale). Pages a sequence holds stay its own, unregistered.
+  void drop_cache();
 
   // The verbs speculation and RL need (the hybrid rule again lives only here):
   // rollback: `s` goes back to at most `len` of its tokens (a speculative draft rejected). Rows

@@ -16,6 +16,7 @@
 #include "model/forward_batch.h"
 #include "model/msa_stats.h"
 #include "model/phase_times.h"
+#include "model/tensor_values.h"
 
 namespace mmx {
 
@@ -40,6 +41,15 @@ class Model {
   // [0, tokens.dim(0)) in order, each with n >= 1 and its own cache.
   // A chunk that crosses a lightning-state checkpoint is run in rounds (families/rowwise_model.h).
   virtual void forward_multi(const Tensor& tokens, std::span<const SeqChunk> chunks, Tensor& logits) = 0;
+
+  // Replaces the values of the named checkpoint tensors (the rest keep theirs), as if the
+  // checkpoint had held them: each is encoded in the dtype the model stores it in (F32 copied,
+  // F16 / BF16 rounded to nearest even, GGUF block types requantized), Gemma (1 + w) gains folded
+  // as at load. Everything is checked before anything is written: an unknown or repeated name, a
+  // wrong element count, or a tensor stored as F8_E4M3 (block scales) throws mmx::Error and
+  // changes nothing. Not concurrent with forward(): the engine calls it between steps; K/V or
+  // states computed before it are stale (the caller drops them). model/weight_update.cpp.
+  virtual void update_weights(std::span<const TensorValues> updates) = 0;
 
   // M3: collect MSA selection quality and timings into `stats` (null = stop); it must outlive
   // the forwards. Other families have no MSA layers and ignore it.

@@ -6,10 +6,13 @@
 // a mismatch throws mmx::Error naming the tensor, the expected and the found shape.
 #pragma once
 
+#include <span>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "model/config.h"
+#include "model/tensor_values.h"
 #include "formats/safetensors.h"
 #include "ops/ops.h"
 
@@ -70,6 +73,9 @@ struct LayerWeights {
 struct ModelWeights {
   TensorStore store;  // owns the mappings every view below points into
   std::vector<Buffer> copies;  // aligned copies of misaligned tensors; MXFP8 scales as F32
+  // Data of the storage-dtype tensors that live in `copies` (a re-encoded lm_head, pushed
+  // weights): a weight push writes these in place, and copies a tensor still in `store` first.
+  std::unordered_set<const void*> owned;
   Tensor embed;       // [vocab_size, d_model] F32/F16/BF16
   std::vector<LayerWeights> layers;
   Buffer final_norm;  // [d_model] F32
@@ -83,6 +89,10 @@ struct ModelWeights {
 // huge_pages: TensorStore::to_huge_pages() before any view is taken.
 ModelWeights load_weights(const std::string& dir, const ModelConfig& cfg,
                           void (*progress)(int done, int total) = nullptr, bool huge_pages = false);
+
+// Model::update_weights for the family models: `updates` written into `w` (model/model.h has the
+// contract; weight_update.cpp). Throws mmx::Error before writing anything.
+void update_weights(ModelWeights& w, const ModelConfig& cfg, std::span<const TensorValues> updates);
 
 // Parameter counts implied by the config (no weights needed).
 struct ParamCounts {

@@ -100,6 +100,7 @@ class MiniMaxM2 final : public RowwiseModel {
   }
 
   const ModelConfig& config() const override { return cfg_; }
+  void update_weights(std::span<const TensorValues> u) override { mmx::update_weights(w_, cfg_, u); }
   void set_phase_times(PhaseTimes* t) override { phases_ = moe_.phases = t; }
 
  private:

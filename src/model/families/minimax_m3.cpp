@@ -231,6 +231,7 @@ class MiniMaxM3 final : public RowwiseModel {
   void set_msa_stats(MsaStats* stats) override { attn_.stats = stats; }
 
   const ModelConfig& config() const override { return cfg_; }
+  void update_weights(std::span<const TensorValues> u) override { mmx::update_weights(w_, cfg_, u); }
   void set_phase_times(PhaseTimes* t) override { phases_ = moe_.phases = t; }
 
  private:

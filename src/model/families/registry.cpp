@@ -116,6 +116,7 @@ void reencode_lm_head(ModelWeights& w, DType t) {
   if (h.w.data != w.embed.data) w.store.release(h.w.data, h.w.size_bytes());
   h = ops::Linear{};  // no block scales: the new type carries its own
   h.w = out.t();
+  w.owned.insert(h.w.data);
   w.copies.push_back(std::move(out));
 }
 }  // namespace

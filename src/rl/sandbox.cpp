@@ -211,9 +211,9 @@ SandboxResult run_sandbox(const std::vector<std::string>& argv, const SandboxOpt
 
   // Memory and process count: a cgroup when this machine grants one, else rlimits.
   const int64_t mem_bytes = o.mem_mb << 20;
-  // pids.max counts the helper and init too: the command gets `procs` tasks.
+  // Only the command's processes join it (rl/sandbox_child.h kMemProcsFd): pids.max = procs.
   detail::SandboxCgroup cg(o.mem_via != MemVia::kRlimit ? mem_bytes : 0,
-                           o.procs_via != ProcsVia::kRlimit ? int64_t(o.procs) + 2 : 0);
+                           o.procs_via != ProcsVia::kRlimit ? int64_t(o.procs) : 0);
   if (o.mem_via == MemVia::kCgroup && !cg.has_mem()) {
     r.infra_error = "no writable memory cgroup here (need root and cgroup v1, or a delegated v2 subtree)";
     return r;
@@ -272,6 +272,15 @@ SandboxResult run_sandbox(const std::vector<std::string>& argv, const SandboxOpt
   plan.cpu_s = uint64_t(std::ceil(o.cpu_s));
   plan.fsize_bytes = uint64_t(o.file_mb) << 20;
   plan.as_bytes = cg.has_mem() ? 0 : uint64_t(mem_bytes);
+  Fd mem_procs, pids_procs;  // opened here: the worker joins through them after the mounts turn read-only
+  if (cg.has_mem()) mem_procs.fd = open(cg.mem_procs().c_str(), O_WRONLY | O_CLOEXEC);
+  if (!cg.pids_procs().empty()) pids_procs.fd = open(cg.pids_procs().c_str(), O_WRONLY | O_CLOEXEC);
+  if ((cg.has_mem() && mem_procs.fd < 0) || (!cg.pids_procs().empty() && pids_procs.fd < 0)) {
+    r.infra_error = fmt::format("could not open the sandbox cgroup's cgroup.procs: {}", strerror(errno));
+    return r;
+  }
+  plan.cg_mem = mem_procs.fd >= 0;
+  plan.cg_pids = pids_procs.fd >= 0;
   // With pids.max the cgroup refuses first (and counts it); RLIMIT_NPROC one above is the backstop.
   // Not root: the count is the user namespace's, which holds the helper and init too.
   plan.nproc = uint64_t(o.procs) + (cg.has_pids() ? 1 : 0) + (root ? 0 : 2);
@@ -293,7 +302,7 @@ SandboxResult run_sandbox(const std::vector<std::string>& argv, const SandboxOpt
     return r;
   }
   if (helper == 0) {
-    const int fds[5] = {go_c.fd, st_w.fd, out_w.fd, err_w.fd, kill_r.fd};
+    const int fds[kNumFds] = {go_c.fd, st_w.fd, out_w.fd, err_w.fd, kill_r.fd, mem_procs.fd, pids_procs.fd};
     helper_main(plan, fds);
   }
   go_c.reset();
@@ -301,16 +310,16 @@ SandboxResult run_sandbox(const std::vector<std::string>& argv, const SandboxOpt
   out_w.reset();
   err_w.reset();
   kill_r.reset();
+  mem_procs.reset();
+  pids_procs.reset();
   const uid_t uid = root ? kUidBase + uid_t(helper) : geteuid();
   r.uid = uid;
 
-  // Hand the directory to the sandbox uid, put the helper in the cgroup, start it.
+  // Hand the directory to the sandbox uid, start the helper.
   std::string start_error;
   if (root && chown(dir.c_str(), uid, uid) != 0)
     start_error = fmt::format("could not give {} to the sandbox uid: {}", dir, strerror(errno));
   if (root) cleanup.lent_to = uid;
-  if (start_error.empty() && !cg.attach(helper))
-    start_error = fmt::format("could not move the sandbox into its cgroup: {}", strerror(errno));
   if (start_error.empty() && send(go_p.fd, "g", 1, MSG_NOSIGNAL) != 1)
     start_error = fmt::format("could not start the sandbox's helper: {}", strerror(errno));
   go_p.reset();  // on failure, the helper reads EOF and exits
@@ -325,7 +334,7 @@ SandboxResult run_sandbox(const std::vector<std::string>& argv, const SandboxOpt
   std::string status_bytes;
   std::vector<Msg> msgs;
   bool helper_done = false;
-  double helper_end = 0, next_scan = 0;
+  double helper_end = 0, next_scan = 0, oom_at = 0;
   int32_t ns_flags = 0, mounts = 0;
   bool have_init = false;
   std::string ns_link;  // init's pid namespace, for count_ns_procs
@@ -341,7 +350,10 @@ SandboxResult run_sandbox(const std::vector<std::string>& argv, const SandboxOpt
     if (!helper_done && now >= deadline) start_kill(Limit::kWall);
     // Counters: every 20 ms (cgroup files) / 100 ms (the /proc scan of the rlimit fallback).
     if (!killing && now >= next_scan) {
-      if (cg.oom_kills() > 0) start_kill(Limit::kMem);
+      // An OOM kill: 100 ms for the worker's own end to be reported (when it was the victim),
+      // then the rest goes too.
+      if (oom_at == 0 && cg.oom_kills() > 0) oom_at = now;
+      if (oom_at > 0 && now > oom_at + 0.1) start_kill(Limit::kMem);
       else if (cg.pids_refused() > 0) start_kill(Limit::kProcs);
       else if (!cg.has_pids() && root && have_init && count_uid_procs(uid) >= o.procs) start_kill(Limit::kProcs);
       else if (!cg.has_pids() && !ns_link.empty() && count_ns_procs(ns_link) >= o.procs + 1) start_kill(Limit::kProcs);

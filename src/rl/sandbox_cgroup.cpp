@@ -171,13 +171,6 @@ SandboxCgroup::~SandboxCgroup() {
     for (int i = 0; i < 200 && rmdir(d.c_str()) != 0 && errno == EBUSY; ++i) usleep(5000);
 }
 
-bool SandboxCgroup::attach(pid_t pid) const {
-  const std::string p = std::to_string(pid);
-  if (has_mem() && !write_text(mem_dir_ + "/cgroup.procs", p)) return false;
-  if (has_pids() && pids_dir_ != mem_dir_ && !write_text(pids_dir_ + "/cgroup.procs", p)) return false;
-  return true;
-}
-
 int64_t SandboxCgroup::oom_kills() const {
   if (!has_mem()) return 0;
   return mem_v_ == 1 ? read_key(mem_dir_ + "/memory.oom_control", "oom_kill")

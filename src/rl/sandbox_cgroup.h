@@ -26,8 +26,10 @@ class SandboxCgroup {
   bool has_pids() const { return !pids_dir_.empty(); }
   int mem_version() const { return mem_v_; }
   int pids_version() const { return pids_v_; }
-  // Moves pid (and so its future children) into the cgroup; false if the kernel refuses.
-  bool attach(pid_t pid) const;
+  // The cgroup.procs files to join (a task writes "0" into each): memory, pids ("" = none; the
+  // same file twice in v2, where one directory holds both).
+  std::string mem_procs() const { return has_mem() ? mem_dir_ + "/cgroup.procs" : ""; }
+  std::string pids_procs() const { return has_pids() && pids_dir_ != mem_dir_ ? pids_dir_ + "/cgroup.procs" : ""; }
   int64_t oom_kills() const;     // processes killed for the memory limit so far
   int64_t pids_refused() const;  // forks refused for pids.max so far
   int64_t peak_bytes() const;    // peak memory of the cgroup (0 if unknown)

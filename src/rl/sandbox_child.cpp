@@ -17,6 +17,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <initializer_list>
 
 namespace mmx::rl::detail {
 
@@ -35,6 +36,7 @@ const char* step_name(int32_t step) {
     case kStepSeccomp: return "loading the seccomp filter";
     case kStepChdir: return "chdir into the working directory";
     case kStepExec: return "exec";
+    case kStepCgroup: return "joining the sandbox cgroup";
   }
   return "setup";
 }
@@ -99,10 +101,16 @@ bool make_mounts(const char* dir, bool pid_ns) {
   rw.attr_clr = MOUNT_ATTR_RDONLY;
   if (syscall(SYS_mount_setattr, AT_FDCWD, dir, 0, &rw, sizeof rw) != 0) return false;
   if (pid_ns) mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
+  // /run holds the host's world-connectable Unix sockets (the system D-Bus, ...): an empty
+  // read-only tmpfs in its place, unless the working directory is under it.
+  if (strncmp(dir, "/run/", 5) != 0) mount("tmpfs", "/run", "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, "size=4k,mode=755");
   return true;
 }
 
 [[noreturn]] void worker_main(const ChildPlan& p, int32_t ns, uid_t uid) {
+  // Into the sandbox's cgroups (the first thing: everything the command does is counted).
+  for (int fd : {p.cg_mem ? kMemProcsFd : -1, p.cg_pids ? kPidsProcsFd : -1})
+    if (fd >= 0 && write(fd, "0", 1) != 1) fail_step(kStepCgroup, errno);
   // fds: 0 = /dev/null, 1 = stdout pipe, 2 = stderr pipe, kStatusFd (close-on-exec), nothing else.
   const int null_fd = open("/dev/null", O_RDONLY);
   if (null_fd < 0 || dup2(null_fd, 0) < 0 || dup2(kOutFd, 1) < 0 || dup2(kErrFd, 2) < 0)
@@ -201,16 +209,18 @@ void sweep_uid(uid_t uid) {
 
 }  // namespace
 
-[[noreturn]] void helper_main(const ChildPlan& p, const int fds[5]) {
-  // Our five fds to kGoFd..kKillFd (via numbers >= 64, so no move overwrites another), then
+[[noreturn]] void helper_main(const ChildPlan& p, const int fds[kNumFds]) {
+  // Our fds to kGoFd..kPidsProcsFd (via numbers >= 64, so no move overwrites another), then
   // nothing else open but 0-2.
-  int high[5];
-  for (int i = 0; i < 5; ++i)
-    if ((high[i] = fcntl(fds[i], F_DUPFD, 64)) < 0) _exit(124);
-  for (int i = 0; i < 5; ++i)
-    if (dup2(high[i], kGoFd + i) < 0) _exit(124);
-  if (syscall(SYS_close_range, kKillFd + 1, ~0U, 0) != 0)
-    for (int fd = kKillFd + 1; fd < 1024; ++fd) close(fd);
+  int high[kNumFds];
+  for (int i = 0; i < kNumFds; ++i)
+    if ((high[i] = fds[i] < 0 ? -1 : fcntl(fds[i], F_DUPFD, 64)) < 0 && fds[i] >= 0) _exit(124);
+  for (int i = 0; i < kNumFds; ++i)
+    if (high[i] >= 0 && dup2(high[i], kGoFd + i) < 0) _exit(124);
+  if (syscall(SYS_close_range, kPidsProcsFd + 1, ~0U, 0) != 0)
+    for (int fd = kPidsProcsFd + 1; fd < 1024; ++fd) close(fd);
+  for (int i = 0; i < kNumFds; ++i)
+    if (high[i] < 0) close(kGoFd + i);  // not given: that number holds nothing of ours
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   char go = 0;
   if (read(kGoFd, &go, 1) != 1) _exit(125);  // the parent gave up before starting us

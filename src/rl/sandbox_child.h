@@ -22,6 +22,13 @@ constexpr int kStatusFd = 4;  // helper, init, worker -> parent: Msg records
 constexpr int kOutFd = 5;     // the command's stdout
 constexpr int kErrFd = 6;     // the command's stderr
 constexpr int kKillFd = 7;    // parent -> helper: closed (or one byte) = kill everything now
+// The sandbox cgroups' cgroup.procs, opened by the parent before the mounts turn read-only; the
+// worker writes "0" (itself) into each: only the command's processes are in the cgroup, not the
+// helper and init, which, forked from a caller that may hold gigabytes, would look like the
+// biggest process to the memory cgroup's OOM killer.
+constexpr int kMemProcsFd = 8;
+constexpr int kPidsProcsFd = 9;
+constexpr int kNumFds = 7;  // kGoFd .. kPidsProcsFd
 
 // Namespace / containment bits reported in Msg::flags.
 enum : int32_t { kNsNet = 1, kNsPid = 2, kNsMount = 4, kNsUser = 8, kRoMount = 16 };
@@ -36,7 +43,7 @@ enum MsgKind : int32_t {
 // Setup steps, for the infra_error text (step_name()).
 enum Step : int32_t {
   kStepUnshare, kStepIdMap, kStepForkInit, kStepForkWorker, kStepFds, kStepRlimit, kStepSetgroups,
-  kStepSetgid, kStepSetuid, kStepNoNewPrivs, kStepSeccomp, kStepChdir, kStepExec,
+  kStepSetgid, kStepSetuid, kStepNoNewPrivs, kStepSeccomp, kStepChdir, kStepExec, kStepCgroup,
 };
 const char* step_name(int32_t step);
 
@@ -61,10 +68,11 @@ struct ChildPlan {
   // rlimits for the worker (0 = leave as inherited). nproc is set only when it counts the sandbox's
   // processes alone: the fresh sandbox uid, or the caller's uid in a user namespace of its own.
   uint64_t cpu_s = 0, fsize_bytes = 0, as_bytes = 0, nproc = 0;
+  bool cg_mem = false, cg_pids = false;  // kMemProcsFd / kPidsProcsFd are open
 };
 
 // The forked helper's whole life. fds: the child ends of the go, status, stdout, stderr and kill
-// channels, moved to kGoFd..kKillFd here. Never returns.
-[[noreturn]] void helper_main(const ChildPlan& plan, const int fds[5]);
+// channels and the two cgroup.procs (-1: none), moved to kGoFd..kPidsProcsFd here. Never returns.
+[[noreturn]] void helper_main(const ChildPlan& plan, const int fds[kNumFds]);
 
 }  // namespace mmx::rl::detail

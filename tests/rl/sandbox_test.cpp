@@ -21,6 +21,8 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
+#include <chrono>
 
 #include "rl/sandbox.h"
 
@@ -235,6 +237,40 @@ TEST(Sandbox, MemoryHogIsContained) {
       EXPECT_EQ(r.mem_via, "rlimit-as");
     }
     expect_host_healthy(r);
+  }
+}
+
+TEST(Sandbox, OomKillsTheHogNotTheSandboxsInit) {
+  // A caller holding much memory (a trainer with a model loaded): its forked helper and init look
+  // as big to the OOM killer. It must still pick the hog (init then reports how the hog ended).
+  std::vector<char> ballast(size_t(300) << 20, 1);
+  SandboxOptions o = quick();
+  o.mem_mb = 64;
+  const SandboxResult r = run_sandbox({"python3", "-c", kHog}, o);
+  if (r.mem_via.rfind("cgroup", 0) != 0) GTEST_SKIP() << "no memory cgroup here: " << r.mem_via;
+  EXPECT_EQ(r.limit, Limit::kMem) << describe(r);
+  ASSERT_TRUE(r.signal);
+  EXPECT_EQ(*r.signal, SIGKILL);
+  EXPECT_GT(r.cpu_s, 0) << "no report from init: the OOM killer chose it, not the hog";
+  EXPECT_EQ(ballast[12345], 1);
+}
+
+TEST(Sandbox, ConcurrentRuns) {
+  std::vector<SandboxResult> rs(4);
+  std::vector<std::thread> ts;
+  const double t0 = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  for (int i = 0; i < 4; ++i)
+    ts.emplace_back([&rs, i] { rs[size_t(i)] = run_sandbox({"sh", "-c", "echo run" + std::to_string(i) + "; sleep 0.5"}, quick()); });
+  for (std::thread& t : ts) t.join();
+  const double t1 = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  for (int i = 0; i < 4; ++i) {
+    expect_clean_exit(rs[size_t(i)], 0);
+    EXPECT_EQ(rs[size_t(i)].out, "run" + std::to_string(i) + "\n");
+    EXPECT_LT(rs[size_t(i)].wall_s, 1.5) << "a run waited for another's pipes";
+  }
+  EXPECT_LT(t1 - t0, 2.0);
+  if (geteuid() == 0) {
+    EXPECT_NE(rs[0].uid, rs[1].uid) << "concurrent runs share a sandbox uid";
   }
 }
 

@@ -290,11 +290,14 @@ TEST(Sandbox, OutputFloodIsCut) {
 }
 
 TEST(Sandbox, FileSizeLimit) {
+  TempDir d;
   SandboxOptions o = quick();
   o.file_mb = 1;
+  o.dir = d.path;
   const SandboxResult r = run_sandbox({"sh", "-c", "head -c 5000000 /dev/zero > big; echo after"}, o);
   EXPECT_FALSE(r.infra_error) << describe(r);
   EXPECT_EQ(r.limit, Limit::kOutput) << describe(r);
+  EXPECT_EQ(std::filesystem::file_size(d.path + "/big"), uintmax_t(1) << 20) << "the write went past the limit";
   expect_clean_exit(run_sandbox({"sh", "-c", "head -c 500000 /dev/zero > small"}, o), 0);
 }
 

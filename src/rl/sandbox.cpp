@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 
@@ -121,14 +122,16 @@ int count_ns_procs(const std::string& link) {
 }
 
 // A file the command wrote up to the file-size limit (a child that died of SIGXFSZ, or one that
-// ignored it, leaves one exactly that big): any regular file in dir modified since `since`.
-bool hit_file_limit(const std::string& dir, uint64_t limit, time_t since) {
+// ignored it, leaves one exactly that big): a regular file in dir modified since `since` (the
+// coarse clock file times use), owned by the sandbox uid when it has one of its own (uid >= 0).
+bool hit_file_limit(const std::string& dir, uint64_t limit, const timespec& since, int64_t uid) {
   std::error_code ec;
   for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
        !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
     struct stat st;
-    if (lstat(it->path().c_str(), &st) == 0 && S_ISREG(st.st_mode) && uint64_t(st.st_size) >= limit &&
-        st.st_mtime >= since)
+    if (lstat(it->path().c_str(), &st) != 0 || !S_ISREG(st.st_mode) || uint64_t(st.st_size) < limit) continue;
+    if (uid >= 0 && st.st_uid != uid_t(uid)) continue;
+    if (st.st_mtim.tv_sec > since.tv_sec || (st.st_mtim.tv_sec == since.tv_sec && st.st_mtim.tv_nsec >= since.tv_nsec))
       return true;
   }
   return false;
@@ -174,7 +177,8 @@ SandboxResult run_sandbox(const std::vector<std::string>& argv, const SandboxOpt
          o.cpu_s, o.mem_mb, o.procs, o.wall_s, o.out_kb, o.file_mb);
   SandboxResult r;
   const double t0 = now_s();
-  const time_t start_time = time(nullptr);
+  timespec start_time = {};
+  clock_gettime(CLOCK_REALTIME_COARSE, &start_time);
   const bool root = geteuid() == 0;
 
   // The working directory.
@@ -460,7 +464,7 @@ SandboxResult run_sandbox(const std::vector<std::string>& argv, const SandboxOpt
   else if (sig == SIGXCPU || (sig == SIGKILL && r.cpu_s >= double(plan.cpu_s))) r.limit = Limit::kCpu;
   else if (oom > 0) r.limit = Limit::kMem;
   else if (refused > 0) r.limit = Limit::kProcs;
-  else if (sig == SIGXFSZ || hit_file_limit(dir, plan.fsize_bytes, start_time)) r.limit = Limit::kOutput;
+  else if (sig == SIGXFSZ || hit_file_limit(dir, plan.fsize_bytes, start_time, root ? int64_t(uid) : -1)) r.limit = Limit::kOutput;
   else if (!cg.has_mem() && (sig || r.exit.value_or(0) != 0) && (mentions_oom(r.err) || mentions_oom(r.out)))
     r.limit = Limit::kMem;
   r.timed_out = r.limit == Limit::kCpu || r.limit == Limit::kWall;

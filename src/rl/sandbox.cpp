@@ -192,7 +192,8 @@ SandboxResult run_sandbox(const std::vector<std::string>& argv, const SandboxOpt
       r.infra_error = fmt::format("could not create a working directory from {}: {}", templ, strerror(errno));
       return r;
     }
-    dir = templ;
+    char buf[PATH_MAX];
+    dir = realpath(templ.c_str(), buf) ? buf : templ;  // absolute: the mounts and chdir need it
   } else {
     char buf[PATH_MAX];
     if (!realpath(o.dir.c_str(), buf) || stat(buf, &dir_st) != 0 || !S_ISDIR(dir_st.st_mode)) {

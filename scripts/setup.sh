@@ -17,6 +17,7 @@ RUN_PKGS=(
   libcpp-httplib-dev
   zlib1g-dev        # gzip request bodies (httplib depends on it too)
   libopenblas-dev   # training GEMMs (src/train; the mmx binary links it)
+  libseccomp-dev    # the RL sandbox's network fallback (src/rl/sandbox_seccomp.cpp; mmx links it)
 )
 TEST_PKGS=(
   libgtest-dev libgmock-dev libbenchmark-dev

@@ -69,5 +69,6 @@ void add_probe(CLI::App& app, Action& action);           // cmd_probe.cpp: long-
 void add_train_tokenizer(CLI::App& app, Action& action);  // cmd_train_tokenizer.cpp: BPE training
 void add_convert(CLI::App& app, Action& action);          // cmd_convert.cpp: HF -> GGUF
 void add_family_tokens(CLI::App& app, Action& action);    // cmd_family_tokens.cpp
+void add_sandbox(CLI::App& app, Action& action);          // cmd_sandbox.cpp: a contained command, as JSON
 
 }  // namespace mmx::cli

@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   mmx::cli::add_probe(app, action);
   mmx::cli::add_convert(app, action);
   mmx::cli::add_family_tokens(app, action);
+  mmx::cli::add_sandbox(app, action);
 
   try {
     app.parse(argc, argv);

@@ -52,7 +52,7 @@ json run_json(const TrainOptions& o) {
           {"batch", o.batch}, {"micro_batch", o.micro_batch}, {"lr", o.lr}, {"min_lr_ratio", o.min_lr_ratio},
           {"warmup", o.warmup}, {"weight_decay", o.weight_decay}, {"clip", o.clip}, {"bias_rate", o.bias_rate},
           {"seed", o.seed}, {"eval_windows", o.eval_windows}, {"save_dtype", o.save_dtype},
-          {"index_loss_weight", o.index_loss_weight}, {"task", o.task}, {"task_pairs", o.task_pairs}};
+          {"index_loss_weight", o.index_loss_weight}, {"task", o.task}, {"task_pairs", o.task_pairs}, {"init", o.init}};
 }
 
 void apply_run_json(const json& j, TrainOptions& o) {
@@ -93,6 +93,7 @@ void apply_run_json(const json& j, TrainOptions& o) {
   o.index_loss_weight = j.value("index_loss_weight", 0.0);
   o.task = j.value("task", "");
   o.task_pairs = j.value("task_pairs", int64_t(16));
+  o.init = j.value("init", "");
 }
 
 // The tokenizer of a new run: copied from --tokenizer (with its tokenizer_config.json when it has
@@ -206,6 +207,12 @@ TrainResult train_run(const TrainOptions& opt_in) {
   if (ec) fail("cannot create {}: {}", o.out, ec.message());
   const bool synthetic = o.task == "retrieval";
   if (!synthetic && !o.task.empty()) fail("mmx train: unknown --task '{}' (retrieval, or none to train on --data)", o.task);
+  if (!o.init.empty() && o.resume.empty()) {
+    if (synthetic) fail("mmx train: --init fine-tunes a text model; it does not combine with --task");
+    if (!fs::exists(fs::path(o.init) / "model.safetensors"))
+      fail("--init {}: no model.safetensors there (give a checkpoint directory)", o.init);
+    if (o.tokenizer.empty()) o.tokenizer = o.init;  // the embedding rows are that tokenizer's ids
+  }
   if (o.resume.empty() || o.out != o.resume) {
     if (!o.resume.empty()) {
       for (const char* f : {"tokenizer.json", "tokenizer_config.json", "train_log.csv"})
@@ -259,6 +266,18 @@ TrainResult train_run(const TrainOptions& opt_in) {
   if (start_step > 0) {
     load_state(o.resume, P, opt);
     opt.t = adam_t;
+  } else if (!o.init.empty()) {
+    // The fields a tensor shape does not show, and the ones it does (a clearer message).
+    const ModelConfig ic = load_config(o.init);
+    const auto key = [](const ModelConfig& c) {
+      return fmt::format("{} layers={} hidden={} heads={} kv-heads={} head-dim={} rotary-dim={} experts={} top-k={} "
+                         "ffn={} vocab={}",
+                         c.architecture, c.n_layers, c.d_model, c.n_heads, c.n_kv_heads, c.head_dim, c.rotary_dim,
+                         c.n_experts, c.n_experts_active, c.ffn_dim, c.vocab_size);
+    };
+    if (key(ic) != key(cfg))
+      fail("--init {} is {}; this run is {} (pass --init's shape flags)", o.init, key(ic), key(cfg));
+    load_params(o.init, P);
   } else {
     init_params(cfg, o.seed, P);
   }

@@ -42,6 +42,9 @@ struct TrainOptions {
   int64_t save_every = 0;       // checkpoint every N steps (0 = only at the end)
   std::string save_dtype = "bf16";  // model.safetensors dtype: bf16 | f32 (master weights stay f32)
   std::string out;              // run directory
+  std::string init;             // a new run starts from this checkpoint's weights (fine-tuning)
+                                // instead of the seeded initialisation: same shape flags needed;
+                                // its tokenizer is the default `tokenizer`; ignored by a resume
   std::string resume;           // continue the run saved in this directory ("" = a new run); its
                                 // train_state.json fixes shape, data, batch, lr, seed; `steps`
                                 // may extend it; `out` "" = the same directory

@@ -5,6 +5,8 @@
 //     graph's on the trained weights (f32 checkpoint);
 //   * learning is real: the held-out loss falls below the unigram entropy of the data;
 //   * the routing bias moves (aux-loss-free balancing) and only by ±rate per step;
+//   * --init starts a new run from a checkpoint's weights and tokenizer (fine-tuning), and refuses a
+//     checkpoint of another shape;
 //   * bad options are refused with a message.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -164,6 +166,53 @@ TEST(Trainer, RetrievalTaskAndTheGlobalNormaliser) {
   EXPECT_EQ(model->config().vocab_size, kRetrievalVocab);
   fs::remove_all(a);
   fs::remove_all(b);
+}
+
+// --init: a new run whose step 1 starts from the given checkpoint. With a learning rate of 1e-30,
+// no weight decay and no routing-bias move, that step changes nothing an f32 can show, so the
+// saved weights must be the source's; a run from the seeded initialisation is far from them.
+TEST(Trainer, InitStartsFromTheCheckpointsWeights) {
+  const fs::path src = tmp("init_src"), dst = tmp("init_dst"), fresh = tmp("init_fresh");
+  train_run(small_run(src, 10));
+  auto frozen = [](const fs::path& out) {
+    TrainOptions o = small_run(out, 1);
+    o.lr = 1e-30, o.weight_decay = 0, o.bias_rate = 0, o.warmup = 0;
+    return o;
+  };
+  TrainOptions o = frozen(dst);
+  o.init = src.string();
+  train_run(o);
+  train_run(frozen(fresh));
+  EXPECT_EQ(read(src / "tokenizer.json"), read(dst / "tokenizer.json")) << "--init's tokenizer is the default";
+  const TensorStore a = TensorStore::open(src.string()), b = TensorStore::open(dst.string()),
+                    c = TensorStore::open(fresh.string());
+  ASSERT_EQ(a.names(), b.names());
+  double min_fresh = 1e30;
+  for (const std::string& name : a.names()) {
+    const Tensor ta = a.tensor(name), tb = b.tensor(name), tc = c.tensor(name);
+    double d_init = 0, d_fresh = 0;
+    for (int64_t k = 0; k < ta.numel(); ++k) {
+      d_init = std::max(d_init, double(std::fabs(ta.f32()[k] - tb.f32()[k])));
+      d_fresh = std::max(d_fresh, double(std::fabs(ta.f32()[k] - tc.f32()[k])));
+    }
+    EXPECT_LT(d_init, 1e-12) << name << " is not --init's";
+    if (name.find("norm") == std::string::npos && name.find("bias") == std::string::npos)
+      min_fresh = std::min(min_fresh, d_fresh);
+  }
+  EXPECT_GT(min_fresh, 1e-3) << "a run without --init should not land on the source's weights";
+
+  TrainOptions bad = frozen(tmp("init_bad"));
+  bad.init = src.string();
+  bad.shape.ffn_dim = 16;  // a tensor shape differs
+  EXPECT_THROW(train_run(bad), Error);
+  bad = frozen(tmp("init_bad"));
+  bad.init = src.string();
+  bad.shape.rotary_dim = 8;  // no tensor shows it, the config does
+  EXPECT_THROW(train_run(bad), Error);
+  bad = frozen(tmp("init_bad"));
+  bad.init = tmp("no-such-run").string();
+  EXPECT_THROW(train_run(bad), Error);
+  for (const fs::path& d : {src, dst, fresh, tmp("init_bad")}) fs::remove_all(d);
 }
 
 TEST(Trainer, BadOptionsAreRefused) {

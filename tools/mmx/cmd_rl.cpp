@@ -1,6 +1,7 @@
 // mmx rl: the agent-RL commands (docs/rl.md).
 //   mmx rl grad   the policy-gradient loss of a batch of scored samples and every parameter's
 //                 gradient, merged as a prefix tree or run separately (the same numbers)
+//   mmx rl task-data, task-eval   the toy verifiable tasks (cmd_rl_task.cpp)
 #include <cstdio>
 
 #include "base/error.h"
@@ -100,6 +101,7 @@ void add_rl(CLI::App& app, Action& action) {
   CLI::App* rl = app.add_subcommand("rl", "Agent reinforcement learning: objectives, prefix-tree training");
   rl->require_subcommand(1);
   add_rl_grad(rl, action);
+  add_rl_task(rl, action);
 }
 
 }  // namespace mmx::cli

@@ -1,4 +1,4 @@
-// mmx train: train a MiniMax model from scratch on a text file (src/train/trainer.h).
+// mmx train: train a MiniMax model on a text file, from scratch or from --init weights (src/train/trainer.h).
 #include <cmath>
 #include <cstdio>
 
@@ -55,6 +55,9 @@ void add_train(CLI::App& app, Action& action) {
   c->add_option("--save-dtype", o->save_dtype, "model.safetensors dtype (master weights stay f32)")
       ->check(CLI::IsMember({"bf16", "f32"}));
   c->add_option("-o,--out", o->out, "Run directory (default with --resume: the resumed one)");
+  c->add_option("--init", o->init,
+                "Start from this checkpoint's weights instead of a random initialisation (fine-tuning; give "
+                "its shape flags; its tokenizer unless --tokenizer)");
   c->add_option("--resume", o->resume, "Continue the run saved in this directory up to --steps");
   c->add_option("-t,--threads", o->threads, "CPU threads (0 = all cores)");
   c->add_option("--recompute", o->recompute,

@@ -65,6 +65,7 @@ void add_train(CLI::App& app, Action& action);          // cmd_train.cpp
 void add_ppl(CLI::App& app, Action& action);            // cmd_ppl.cpp
 void add_grad(CLI::App& app, Action& action);            // cmd_grad.cpp: one batch's loss and gradients
 void add_rl(CLI::App& app, Action& action);              // cmd_rl.cpp: mmx rl grad (agent RL)
+void add_rl_task(CLI::App* rl, Action& action);          // cmd_rl_task.cpp: mmx rl task-data, task-eval
 void add_probe(CLI::App& app, Action& action);           // cmd_probe.cpp: long-range retrieval probe
 void add_train_tokenizer(CLI::App& app, Action& action);  // cmd_train_tokenizer.cpp: BPE training
 void add_convert(CLI::App& app, Action& action);          // cmd_convert.cpp: HF -> GGUF

@@ -267,7 +267,7 @@ TEST(Task, PythonCheckerAgreesOnHandAndHostileCompletions) {
   EXPECT_GE(ones, 5);  // both verdicts are exercised
   // Real items of both kinds, right and wrong completions.
   for (const TaskSpec& s : {rev_spec(), add_spec()})
-    for (const TaskItem& it : make_task_items(s, Split::kEval, 9, 4)) {
+    for (const TaskItem& it : make_task_items(s, Split::kEval, 9, 2)) {
       all.push_back({it, it.answer + "\n", 1});
       all.push_back({it, it.answer + "0\n", 0});
       all.push_back({it, it.answer.substr(1), 0});

@@ -91,6 +91,44 @@ double evaluate(Rollouts& ro, const tok::Tokenizer& tk, const RlTask& task, cons
   return ok / double(out.size());
 }
 
+// The sandboxed verdict of every sample: one run per sample, or per chunk with a batch checker.
+std::vector<std::optional<double>> check_samples(const RlTask& task, const RlConfig& c,
+                                                 const std::vector<std::string>& prompts,
+                                                 const std::vector<Rollout>& rs, const std::vector<std::string>& texts) {
+  std::vector<std::optional<double>> v(rs.size());
+  auto note = [&](const SandboxResult& sr) {
+    if (!c.quiet)
+      std::fprintf(stderr, "rl: the sandboxed check failed (samples skipped): %s\n",
+                   sr.infra_error ? sr.infra_error->c_str() : sr.err.substr(0, 200).c_str());
+  };
+  if (!task.batch_checker) {
+    for (size_t k = 0; k < rs.size(); ++k) {
+      const SandboxResult sr = run_sandbox(task.checker(prompts[size_t(rs[k].prompt_index)], texts[k]), c.sandbox);
+      if (!sr.infra_error && sr.exit) v[k] = task.verdict(*sr.exit, sr.out);
+      if (!v[k]) note(sr);
+    }
+    return v;
+  }
+  constexpr size_t kMaxChunk = 64, kMaxBytes = 128 << 10;  // argv stays far below the kernel's cap
+  for (size_t a = 0; a < rs.size();) {
+    std::vector<std::string> ps, cs;
+    size_t bytes = 0, b = a;
+    for (; b < rs.size() && ps.size() < kMaxChunk && (ps.empty() || bytes + texts[b].size() < kMaxBytes); ++b) {
+      ps.push_back(prompts[size_t(rs[b].prompt_index)]);
+      cs.push_back(texts[b]);
+      bytes += texts[b].size();
+    }
+    const SandboxResult sr = run_sandbox(task.batch_checker(ps, cs), c.sandbox);
+    if (!sr.infra_error && sr.exit) {
+      const std::vector<std::optional<double>> got = task.batch_verdicts(*sr.exit, sr.out, ps.size());
+      for (size_t i = 0; i < ps.size(); ++i) v[a + i] = got[i];
+    }
+    if (!v[a]) note(sr);
+    a = b;
+  }
+  return v;
+}
+
 }  // namespace
 
 RlConfig read_rl_config(const std::string& path) {
@@ -103,7 +141,7 @@ RlConfig read_rl_config(const std::string& path) {
     fail("{}: not JSON ({})", path, e.what());
   }
   static const char* known[] = {"model", "out", "objective", "eps_low", "eps_high", "kl_coef", "merge", "steps",
-                                "prompts_per_step", "group", "max_tokens", "lr", "weight_decay", "clip", "seed",
+                                "prompts_per_step", "group", "max_tokens", "updates", "lr", "weight_decay", "clip", "seed",
                                 "threads", "eval_every", "eval_items", "reward", "sandbox", "task", "quiet"};
   for (const auto& [k, v] : j.items())
     if (std::find_if(std::begin(known), std::end(known), [&](const char* s) { return k == s; }) == std::end(known))
@@ -125,6 +163,7 @@ RlConfig read_rl_config(const std::string& path) {
     take(j, "prompts_per_step", c.prompts_per_step);
     take(j, "group", c.group);
     take(j, "max_tokens", c.max_tokens);
+    take(j, "updates", c.updates);
     take(j, "lr", c.lr);
     take(j, "weight_decay", c.weight_decay);
     take(j, "clip", c.clip);
@@ -155,8 +194,8 @@ RlConfig read_rl_config(const std::string& path) {
   }
   if (c.model.empty()) fail("{}: \"model\" (the start checkpoint) is required", path);
   if (c.out.empty()) fail("{}: \"out\" (the run directory) is required", path);
-  if (c.steps < 1 || c.prompts_per_step < 1 || c.group < 1 || c.max_tokens < 1)
-    fail("{}: steps, prompts_per_step, group and max_tokens must be >= 1", path);
+  if (c.steps < 1 || c.prompts_per_step < 1 || c.group < 1 || c.max_tokens < 1 || c.updates < 1)
+    fail("{}: steps, prompts_per_step, group, max_tokens and updates must be >= 1", path);
   if (!(c.lr > 0)) fail("{}: lr must be > 0", path);
   return c;
 }
@@ -174,7 +213,16 @@ std::vector<RlStepLog> run_rl(const RlConfig& c, const RlTask& task) {
   // The policy: the trainer's f32 master weights, and the engine that samples from them.
   train::ParamSet<float> P(train::param_layout(cfg));
   train::load_params(c.model, P);
-  auto model = load_model(c.model);
+  const fs::path out(c.out);
+  fs::create_directories(out);
+  // The engine loads an F32 copy of the start weights (out/start): whatever the checkpoint's
+  // dtype (mmx train saves BF16), it then stores exactly what the trainer pushes.
+  const fs::path start = out / "start";
+  fs::create_directories(start);
+  for (const char* f : {"config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json"})
+    copy_if_exists(fs::path(c.model) / f, start / f);
+  train::save_params(start.string(), P, DType::kF32);
+  auto model = load_model(start.string());
   EngineOptions eo;
   eo.kv_dtype = DType::kF32;  // the sampled log-probs come from F32 K/V: the trainer's precision
   eo.max_running = int64_t(std::max<int64_t>(16, c.prompts_per_step * c.group));
@@ -186,8 +234,6 @@ std::vector<RlStepLog> run_rl(const RlConfig& c, const RlTask& task) {
   ac.weight_decay = c.weight_decay;
   train::AdamW opt(ac, P.total());
 
-  const fs::path out(c.out);
-  fs::create_directories(out);
   std::ofstream csv(out / "rl_log.csv");
   write_csv_header(csv);
   std::vector<RlStepLog> logs;
@@ -220,25 +266,21 @@ std::vector<RlStepLog> run_rl(const RlConfig& c, const RlTask& task) {
     const std::vector<Rollout> rs = ro.run(reqs);
     const double t1 = now_s();
     // 2. rewards in the sandbox: outcome 1/0 (exit 0 = correct) + the time term (−wall seconds)
+    std::vector<std::string> texts(rs.size());
+    for (size_t k = 0; k < rs.size(); ++k) texts[k] = tk.decode(rs[k].completion, true);
+    const std::vector<std::optional<double>> verdicts = check_samples(task, c, prompts, rs, texts);
     std::vector<double> rewards;
     std::vector<int32_t> groups;
-    std::vector<int32_t> usable;  // samples whose checker ran (an infrastructure failure is not a 0)
+    std::vector<int32_t> usable;  // samples whose check ran (a failed check is not a 0)
     for (size_t k = 0; k < rs.size(); ++k) {
-      const std::string text = tk.decode(rs[k].completion, true);
       const std::string& p = prompts[size_t(rs[k].prompt_index)];
-      const SandboxResult sr = run_sandbox(task.checker(p, text), c.sandbox);
-      const std::optional<double> v =
-          sr.infra_error || !sr.exit ? std::nullopt : task.verdict(*sr.exit, sr.out);
-      if (!v) {  // the check failed, not the answer: the sample is left out, never scored 0
+      if (!verdicts[k]) {
         ++L.infra_errors;
-        if (!c.quiet)
-          std::fprintf(stderr, "rl: the sandboxed check failed (sample skipped): %s\n",
-                       sr.infra_error ? sr.infra_error->c_str() : sr.err.substr(0, 200).c_str());
         continue;
       }
-      const double outcome = *v;
-      if (outcome != task.score(p, text))
-        fail("rl: the sandboxed checker and the in-process score disagree on {:?} -> {:?}", p, text);
+      const double outcome = *verdicts[k];
+      if (outcome != task.score(p, texts[k]))
+        fail("rl: the sandboxed checker and the in-process score disagree on {:?} -> {:?}", p, texts[k]);
       L.success += outcome;
       rewards.push_back(composite_reward(0.0, -double(rs[k].completion.size()) / double(c.max_tokens), outcome, c.reward));
       groups.push_back(rs[k].prompt_index);
@@ -276,20 +318,27 @@ std::vector<RlStepLog> run_rl(const RlConfig& c, const RlTask& task) {
       L.separate_rows = separate_tokens(samples);
       L.tokens = int64_t(ob.sample.size());
       auto g = make_packed_graph<float>(cfg, P, pk);
-      P.zero_grad();
-      std::vector<double> logp;
-      L.loss = packed_forward_backward<float>(
-          *g, pk,
-          [&](const std::vector<double>& lp, std::vector<double>& dl) {
-            ObjectiveResult r = objective_loss(c.objective, ob, lp.data());
-            dl = std::move(r.dloss_dlogp);
-            L.diag = r.diag;
-            return r.loss;
-          },
-          &logp);
-      L.mismatch = logprob_mismatch(logp.data(), engine_logp.data(), int64_t(logp.size()));
-      L.grad_norm = train::clip_grad_norm(P, c.clip > 0 ? c.clip : 1e300);
-      opt.step(P, c.lr);
+      for (int u = 0; u < c.updates; ++u) {
+        P.zero_grad();
+        std::vector<double> logp;
+        ObjectiveDiagnostics diag;
+        const double loss = packed_forward_backward<float>(
+            *g, pk,
+            [&](const std::vector<double>& lp, std::vector<double>& dl) {
+              ObjectiveResult r = objective_loss(c.objective, ob, lp.data());
+              dl = std::move(r.dloss_dlogp);
+              diag = r.diag;
+              return r.loss;
+            },
+            &logp);
+        if (u == 0) {  // the policy the engine sampled from: the precision mismatch alone
+          L.mismatch = logprob_mismatch(logp.data(), engine_logp.data(), int64_t(logp.size()));
+          L.loss = loss;
+        }
+        L.diag = diag;  // the last update's: how far the policy has moved from the rollout's
+        L.grad_norm = train::clip_grad_norm(P, c.clip > 0 ? c.clip : 1e300);
+        opt.step(P, c.lr);
+      }
       push_weights(engine, P);
     }
     const double t3 = now_s();

@@ -27,6 +27,8 @@ struct RlConfig {
   int64_t prompts_per_step = 8;
   int group = 4;                   // G samples per prompt
   int64_t max_tokens = 8;          // per completion
+  int updates = 1;                 // optimizer steps per rollout batch (each over all of it; > 1: off-policy
+                                   // updates where the ratio leaves 1 and the clipping acts)
   double lr = 1e-4, weight_decay = 0, clip = 1.0;
   uint64_t seed = 1;
   int threads = 0;
@@ -53,6 +55,12 @@ struct RlTask {
   std::function<std::vector<std::string>(const std::string& prompt, const std::string& completion)> checker;
   std::function<std::optional<double>(int exit_status, const std::string& out)> verdict;
   std::function<double(const std::string& prompt, const std::string& completion)> score;  // in-process 1 / 0
+  // Optional: the check of many samples in ONE sandbox run (a start per chunk of samples instead
+  // of per sample; the loop chunks by count and bytes) and its per-sample verdicts.
+  std::function<std::vector<std::string>(const std::vector<std::string>& prompts,
+                                         const std::vector<std::string>& completions)>
+      batch_checker;
+  std::function<std::vector<std::optional<double>>(int exit_status, const std::string& out, size_t n)> batch_verdicts;
   std::vector<int32_t> stop_ids;   // a completion ends with one of these (emitted); eos ids are added
 };
 

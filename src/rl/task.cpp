@@ -79,19 +79,24 @@ std::string hex(std::string_view s) {
 // The sandbox's checker: its own implementation of both tasks (it never sees item.answer), then
 // score_completion's rule on bytes.
 constexpr const char* kCheckerScript = R"PY(import sys
-kind, p, c = sys.argv[1], bytes.fromhex(sys.argv[2]).decode('ascii'), bytes.fromhex(sys.argv[3])
-if kind == 'rev':
-    assert p.endswith(' =')
-    want = ''.join(' ' + x for x in reversed(p[:-2].split(' ')))
-elif kind == 'add':
-    assert p.endswith('=')
-    a, b = p[:-1].split('+')
-    want = str(int(a) + int(b))
-else:
+def verdict(kind, p, c):
+    if kind == 'rev':
+        assert p.endswith(' =')
+        want = ''.join(' ' + x for x in reversed(p[:-2].split(' ')))
+    elif kind == 'add':
+        assert p.endswith('=')
+        a, b = p[:-1].split('+')
+        want = str(int(a) + int(b))
+    else:
+        sys.exit(2)
+    nl = c.find(b'\n')
+    line = c if nl < 0 else c[:nl]
+    return 1 if line == want.encode('ascii') else 0
+a = sys.argv[1:]
+if len(a) == 0 or len(a) % 3:
     sys.exit(2)
-nl = c.find(b'\n')
-line = c if nl < 0 else c[:nl]
-print(1 if line == want.encode('ascii') else 0)
+for i in range(0, len(a), 3):
+    print(verdict(a[i], bytes.fromhex(a[i + 1]).decode('ascii'), bytes.fromhex(a[i + 2])))
 )PY";
 
 }  // namespace
@@ -152,6 +157,32 @@ std::vector<std::string> checker_argv(const TaskItem& item, std::string_view com
   MMX_CHECK(item.answer.size() < kCheckerMaxBytes, "answer of {} bytes", item.answer.size());
   return {"python3", "-I", "-S", "-c", kCheckerScript, item.kind, hex(item.prompt),
           hex(completion.substr(0, std::min(completion.size(), kCheckerMaxBytes)))};
+}
+
+std::vector<std::string> checker_argv_batch(const std::vector<TaskItem>& items,
+                                            const std::vector<std::string>& completions) {
+  MMX_CHECK(items.size() == completions.size() && !items.empty(), "{} items, {} completions", items.size(),
+            completions.size());
+  std::vector<std::string> argv = {"python3", "-I", "-S", "-c", kCheckerScript};
+  for (size_t i = 0; i < items.size(); ++i) {
+    const std::vector<std::string> one = checker_argv(items[i], completions[i]);
+    argv.insert(argv.end(), one.end() - 3, one.end());
+  }
+  return argv;
+}
+
+std::vector<std::optional<double>> checker_verdicts(int exit_status, std::string_view out, size_t n) {
+  std::vector<std::optional<double>> v(n);
+  if (exit_status != 0) return v;
+  size_t at = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (at + 2 > out.size() || out[at + 1] != '\n' || (out[at] != '0' && out[at] != '1'))
+      return std::vector<std::optional<double>>(n);
+    v[i] = out[at] == '1' ? 1.0 : 0.0;
+    at += 2;
+  }
+  if (at != out.size()) return std::vector<std::optional<double>>(n);
+  return v;
 }
 
 std::optional<double> checker_verdict(int exit_status, std::string_view out) {

@@ -80,6 +80,15 @@ double score_completion(const TaskItem& item, std::string_view completion);
 inline constexpr size_t kCheckerMaxBytes = 16384;
 std::vector<std::string> checker_argv(const TaskItem& item, std::string_view completion);
 
+// The same check for many (item, completion) pairs in ONE run (the RL loop's per-step batch: one
+// sandbox start instead of one per sample): the script takes the (kind, hex prompt, hex
+// completion) triples in order and prints one verdict line each. Keep the batch's total argv
+// under ~1 MiB (chunk it): the kernel caps the whole argv.
+std::vector<std::string> checker_argv_batch(const std::vector<TaskItem>& items,
+                                            const std::vector<std::string>& completions);
+// n verdicts from a batch run: all nullopt unless it exited 0 with exactly n lines of "0"/"1".
+std::vector<std::optional<double>> checker_verdicts(int exit_status, std::string_view out, size_t n);
+
 // The checker's verdict from its exit status and stdout: 1 or 0, or nullopt when it did not
 // reach one (a Python error, a kill, other output) — a failure of the check, not of the answer.
 std::optional<double> checker_verdict(int exit_status, std::string_view out);

@@ -1,4 +1,5 @@
 // mmx rl: the agent-RL commands (docs/rl.md).
+//   mmx rl train  RL on a toy verifiable task (rl/loop.h): --config FILE
 //   mmx rl grad   the policy-gradient loss of a batch of scored samples and every parameter's
 //                 gradient, merged as a prefix tree or run separately (the same numbers)
 //   mmx rl task-data, task-eval   the toy verifiable tasks (cmd_rl_task.cpp)
@@ -8,7 +9,15 @@
 #include "common.h"
 #include "formats/safetensors_writer.h"
 #include "model/config.h"
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "formats/checkpoint.h"
+#include "rl/loop.h"
 #include "rl/objective.h"
+#include "rl/task_rl.h"
+#include "tokenizer/tokenizer.h"
 #include "rl/packed_step.h"
 #include "rl/samples.h"
 #include "rl/tree.h"
@@ -95,12 +104,40 @@ void add_rl_grad(CLI::App* rl, Action& action) {
   });
 }
 
+struct TrainOpts {
+  std::string config;
+};
+
+void run_rl_train(const TrainOpts& o) {
+  const rl::RlConfig c = rl::read_rl_config(o.config);
+  std::ifstream in(o.config);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  if (!j.contains("task")) fail("{}: \"task\" is required (e.g. {{\"kind\": \"rev\"}}; docs/rl.md)", o.config);
+  const rl::TaskSpec spec = rl::task_spec_from_json(j["task"], o.config);
+  const Checkpoint ck = open_checkpoint(c.model);
+  if (!ck.has_tokenizer()) fail("{}: no tokenizer.json (the task's prompts are text)", c.model);
+  const tok::Tokenizer tk = load_tokenizer(ck);
+  const std::vector<rl::RlStepLog> logs = rl::run_rl(c, rl::make_rl_task(spec, c.seed, tk));
+  const rl::RlStepLog& first = logs.front();
+  const rl::RlStepLog& last = logs.back();
+  std::printf("held-out success %.3f -> %.3f over %lld steps (%s)\n", first.eval_success, last.eval_success,
+              (long long)c.steps, rl::objective_name(c.objective.kind));
+}
+
+void add_rl_train(CLI::App* rl, Action& action) {
+  auto o = std::make_shared<TrainOpts>();
+  CLI::App* c = rl->add_subcommand("train", "RL on a verifiable task: rollouts from the engine, rewards in the sandbox");
+  c->add_option("--config", o->config, "JSON config (docs/rl.md \"The RL loop\" lists every key)")->required();
+  c->callback([o, &action] { action = [o] { run_rl_train(*o); }; });
+}
+
 }  // namespace
 
 void add_rl(CLI::App& app, Action& action) {
   CLI::App* rl = app.add_subcommand("rl", "Agent reinforcement learning: objectives, prefix-tree training");
   rl->require_subcommand(1);
   add_rl_grad(rl, action);
+  add_rl_train(rl, action);
   add_rl_task(rl, action);
 }
 

@@ -280,5 +280,30 @@ TEST(Task, PythonCheckerAgreesOnHandAndHostileCompletions) {
   expect_checker(all);
 }
 
+// The batched checker (one run for many samples, the RL loop's path) gives each pair the verdict
+// of score_completion, in order; malformed output or a failed run gives no verdict at all.
+TEST(Task, BatchedCheckerAgreesWithScoreInOrder) {
+  if (!have_python()) GTEST_SKIP() << "no /usr/bin/python3";
+  std::vector<TaskItem> items;
+  std::vector<std::string> comps;
+  std::vector<double> want;
+  for (const TaskSpec& s : {rev_spec(), add_spec()})
+    for (const TaskItem& it : make_task_items(s, Split::kTrain, 4, 6)) {
+      for (const std::string& c : {it.answer + "\n", it.answer + "0", std::string("'\"$(x)\0", 7), it.answer}) {
+        items.push_back(it);
+        comps.push_back(c);
+        want.push_back(score_completion(it, c));
+      }
+    }
+  const auto res = run_all({checker_argv_batch(items, comps)});
+  const std::vector<std::optional<double>> got = checker_verdicts(res[0].first, res[0].second, items.size());
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got[i], std::optional<double>(want[i])) << i;
+  for (const auto& [status, out] : std::vector<std::pair<int, std::string>>{
+           {1, res[0].second}, {0, res[0].second.substr(2)}, {0, res[0].second + "1\n"}, {0, "2\n"}, {0, ""}}) {
+    for (const std::optional<double>& v : checker_verdicts(status, out, items.size())) EXPECT_FALSE(v.has_value());
+  }
+}
+
 }  // namespace
 }  // namespace mmx::rl

@@ -197,6 +197,9 @@ RlConfig read_rl_config(const std::string& path) {
   if (c.steps < 1 || c.prompts_per_step < 1 || c.group < 1 || c.max_tokens < 1 || c.updates < 1)
     fail("{}: steps, prompts_per_step, group, max_tokens and updates must be >= 1", path);
   if (!(c.lr > 0)) fail("{}: lr must be > 0", path);
+  if (c.objective.kl_coef != 0)
+    fail("{}: \"kl_coef\" needs a reference policy, which the RL loop does not keep yet (mmx rl grad takes "
+         "ref_logprobs); leave it 0", path);
   return c;
 }
 

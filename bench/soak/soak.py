@@ -425,6 +425,7 @@ class Soak:
         self.health_ms()
         time.sleep(1)
         fds_before = self.n_fds()  # listening sockets, epoll, pipes, the HTTP server's internal port
+        self.load_before = open("/proc/loadavg").read().split()[:3]
         samples = []
         workers = [threading.Thread(target=self.worker, args=(i,), daemon=True) for i in range(self.a.clients)]
         t0 = time.monotonic()
@@ -487,7 +488,11 @@ class Soak:
         flat, rss_medians = rss_flat([(s[0], s[1]) for s in samples], self.a.seconds)
         health = sorted(s[4] for s in samples if s[4] >= 0)
         lost = sum(self.counts.get(k, {}).get("bad", 0) for k in ("normal", "stream", "disconnect"))
+        here = os.path.dirname(os.path.abspath(__file__))
+        commit = subprocess.run(["git", "-C", here, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
         summary = {
+            "commit": commit or None, "date": time.strftime("%Y-%m-%d %H:%M"), "loadavg_before": self.load_before,
+            "loadavg_after": open("/proc/loadavg").read().split()[:3],
             "seconds": self.a.seconds, "clients": self.a.clients, "model": self.a.model, "kv_pages": self.a.kv_pages,
             "counts": self.counts, "lost_normal_or_stream": lost,
             "hostile_unexpected": self.counts.get("hostile", {}).get("bad", 0),

@@ -21,6 +21,16 @@ if ! command -v npm >/dev/null 2>&1; then
   echo "npm_setup: npm not found; the npm reference and client tests will be SKIPPED (FAIL under CI=true)" >&2
   exit 0
 fi
+# A registry that cannot be reached at all (refused, no DNS, no route) is known in a second from a
+# ping without retries; npm install would retry every package for ~13 minutes before failing.
+if ping_out=$(cd "$DIR" && timeout 60 npm ping --fetch-retries=0 2>&1); [ $? -ne 0 ] &&
+   grep -qE "E(CONNREFUSED|NOTFOUND|AI_AGAIN|TIMEDOUT|NETUNREACH|HOSTUNREACH)" <<<"$ping_out"; then
+  printf '%s\n' "$ping_out" > "$DIR/npm-install.log"
+  why=$(grep -m2 -E "npm (error|ERR!) (code |FetchError)" "$DIR/npm-install.log" | sed -E 's/^npm (error|ERR!) //' | tr '\n' ' ')
+  echo "npm install failed (registry $(npm config get registry 2>/dev/null)): npm ping: $why" > "$DIR/UNAVAILABLE"
+  echo "npm_setup: the npm registry is unreachable; the npm reference and client tests will be SKIPPED (FAIL under CI=true; see $DIR/npm-install.log)" >&2
+  exit 0
+fi
 echo "npm_setup: installing reference tools into $DIR (once)"
 if (cd "$DIR" && npm install --no-audit --no-fund --loglevel=error >npm-install.log 2>&1); then
   cp tests/npm/package.json "$DIR/.installed.json"

@@ -19,11 +19,12 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <random>
-#include <nlohmann/json.hpp>
 #include <ostream>
+#include <random>
 #include <span>
 #include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "engine/generate.h"
 #include "model/config.h"
@@ -53,8 +54,8 @@ std::string read(const fs::path& p) {
 }
 
 // A generated text of one grammar: lines "the A V the B N." with the animal A, the verb V and the
-// digit N drawn at random (mt19937_64, exactly specified) and B a fixed function of (A, V). Half
-// of it can be learned (B, the words' spelling, the frame), half cannot (ln 200 nats a line), so
+// digit N drawn at random (mt19937_64, exactly specified) and B a fixed function of (A, V). Part
+// of it can be learned (B, the words' spelling, the frame), part cannot (ln 200 nats a line), so
 // a text drawn with another seed is held-out text of the same kind: its windows of 32 tokens are
 // not in the training text (asserted below), and only the grammar carries over.
 fs::path grammar_text(const std::string& name, uint64_t seed, int lines) {

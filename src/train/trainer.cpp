@@ -378,6 +378,11 @@ TrainResult train_run(const TrainOptions& opt_in) {
                    (long long)(step + 1), (long long)o.steps, loss, lr, gnorm, tps, eta(left).c_str());
       if (val_loss >= 0) std::fprintf(stderr, "\n  held-out loss %.4f (ppl %.2f)\n", val_loss, std::exp(val_loss));
     }
+    if (o.on_step) {
+      std::vector<int32_t> rows;
+      for (const auto& t : tokens) rows.insert(rows.end(), t.begin(), t.end());
+      o.on_step(StepView{step + 1, tokens_seen, loss, rows, P.value, opt.m, opt.v});
+    }
     res.last_loss = loss;
     if (val_loss >= 0) res.val_loss = val_loss;
     if (last || (o.save_every > 0 && (step + 1) % o.save_every == 0)) {

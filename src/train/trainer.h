@@ -11,11 +11,23 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <span>
 #include <string>
 
 #include "tiny/tiny.h"
 
 namespace mmx::train {
+
+// What a run looks like right after optimizer step `step` (1-based) — for tests and tools that
+// follow a run (TrainOptions::on_step). The spans point into the live state: read them in the call.
+struct StepView {
+  int64_t step = 0;                    // steps done, counted from the start of the whole run
+  int64_t tokens = 0;                  // training tokens seen, the whole run
+  double loss = 0;                     // this step's mean CE
+  std::span<const int32_t> rows;       // [batch · seq_len] the token ids this step trained on
+  std::span<const float> master, adam_m, adam_v;  // [n params] after the update
+};
 
 struct TrainOptions {
   TinyOptions shape;            // arch + shape flags (make-tiny's); vocab from the tokenizer
@@ -52,6 +64,7 @@ struct TrainOptions {
   std::string recompute = "auto";  // softmax attention probabilities: auto | always | never
                                    // (GraphOptions; memory only, the run is bitwise the same)
   bool quiet = false;           // no progress line (tests)
+  std::function<void(const StepView&)> on_step;  // called after every step (null = none)
 };
 
 struct TrainResult {

@@ -32,6 +32,7 @@
 
 #include "base/error.h"
 #include "model/model.h"
+#include "model/phase_times.h"
 #include "tiny/tiny.h"
 #include "testing/allclose.h"
 #include "testing/tiny_models.h"
@@ -305,12 +306,22 @@ TEST_P(ForwardMulti, OneChunkEqualsForward) {
   EXPECT_ALLCLOSE(fused.t(), f.single_step(0).t(), kExact);
 }
 
+// No chunks (an idle engine step): nothing runs — no phase of a forward is entered — and nothing
+// changes: the next fused step equals, bitwise, the one of a model that never saw the empty call.
+// No chunks over a non-empty token list is refused (the chunks must tile the tokens).
 TEST_P(ForwardMulti, NoChunksIsANoOp) {
-  auto model = load_model(dir());
-  Buffer logits(DType::kF32, {0, model->config().vocab_size});
+  Fixture used(dir(), kDecode, 7), fresh(dir(), kDecode, 7);
+  Model& model = *used.model;
+  Buffer logits(DType::kF32, {0, model.config().vocab_size});
   Tensor lt = logits.t();
   int32_t none = 0;
-  model->forward_multi(Tensor(&none, DType::kI32, {0}), {}, lt);
+  PhaseTimes phases;
+  model.set_phase_times(&phases);
+  model.forward_multi(Tensor(&none, DType::kI32, {0}), {}, lt);
+  model.set_phase_times(nullptr);
+  for (int p = 0; p < int(Phase::kCount); ++p) EXPECT_EQ(phases.seconds[p], 0.0) << "phase " << p << " ran";
+  EXPECT_ALLCLOSE(used.fused_step().t(), fresh.fused_step().t(), kExact);
+  EXPECT_THROW(model.forward_multi(Tensor(&none, DType::kI32, {1}), {}, lt), Error);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, ForwardMulti,

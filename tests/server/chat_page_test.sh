@@ -3,8 +3,8 @@
 # on a fresh tiny M2 checkpoint started with --api-key.
 #   chat_page_test.sh MMX_BINARY BUILD_DIR
 # Writes BUILD_DIR/chat_page.png. Exit 77 = SKIPPED: Chromium missing off CI (scripts/setup.sh
-# installs it, so under CI=true a missing Chromium is a failure), or puppeteer-core missing where
-# tests/npm/reference.js allows a skip.
+# installs it, so under CI=true a missing Chromium is a failure), or puppeteer-core missing off CI
+# (under CI=true a failure: tests/npm/reference.js).
 set -uo pipefail
 MMX=$1
 BUILD=$2

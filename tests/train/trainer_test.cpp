@@ -1,9 +1,13 @@
 // The training loop end to end on a small generated text (a handful of steps each):
-//   * a resumed run equals the uninterrupted run bitwise (master weights, AdamW moments, the
-//     checkpoint and the log), at a fixed seed and thread count;
+//   * a resumed run continues where the stopped one ended — its first step is step 4 on step 4's
+//     rows — and equals the uninterrupted run bitwise at every step after the stop (master
+//     weights, AdamW moments, the rows drawn) and at the end (checkpoint, train state, log), at a
+//     fixed seed and thread count;
 //   * the written checkpoint loads in the inference engine and its logits equal the training
 //     graph's on the trained weights (f32 checkpoint);
-//   * learning is real: the held-out loss falls below the unigram entropy of the data;
+//   * learning generalises: the loss on a held-out text — the same grammar drawn with another
+//     seed, none of whose evaluated windows occurs in the training text — falls below 0.6 × the
+//     unigram entropy;
 //   * the routing bias moves (aux-loss-free balancing) and only by ±rate per step;
 //   * --init starts a new run from a checkpoint's weights and tokenizer (fine-tuning), and refuses a
 //     checkpoint of another shape;
@@ -11,11 +15,18 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <ostream>
+#include <random>
+#include <span>
 #include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "engine/generate.h"
 #include "model/config.h"
@@ -44,18 +55,29 @@ std::string read(const fs::path& p) {
   return ss.str();
 }
 
-// A deterministic text with real structure (repeated phrases with counters).
+// A generated text of one grammar: lines "the A V the B N." with the animal A, the verb V and the
+// digit N drawn at random (mt19937_64, exactly specified) and B a fixed function of (A, V). Part
+// of it can be learned (B, the words' spelling, the frame), part cannot (ln 200 nats a line), so
+// a text drawn with another seed is held-out text of the same kind: its windows of 32 tokens are
+// not in the training text (asserted below), and only the grammar carries over.
+fs::path grammar_text(const std::string& name, uint64_t seed, int lines) {
+  const fs::path f = tmp(name);
+  std::ofstream o(f);
+  const char* animals[] = {"cat", "dog", "bird", "fish", "horse"};
+  const char* verbs[] = {"sees", "likes", "follows", "finds"};
+  std::mt19937_64 rng(seed);
+  for (int i = 0; i < lines; ++i) {
+    const uint64_t a = rng() % 5, v = rng() % 4, n = rng() % 10;
+    o << "the " << animals[a] << " " << verbs[v] << " the " << animals[(a * 3 + v + 1) % 5] << " " << n << ".\n";
+  }
+  return f;
+}
 const fs::path& corpus() {
-  static const fs::path p = [] {
-    const fs::path f = tmp("corpus.txt");
-    std::ofstream o(f);
-    const char* animals[] = {"cat", "dog", "bird", "fish", "horse"};
-    const char* verbs[] = {"sees", "likes", "follows", "finds"};
-    for (int i = 0; i < 3000; ++i)
-      o << "the " << animals[i % 5] << " " << verbs[(i / 5) % 4] << " the " << animals[(i * 7 + 3) % 5] << " "
-        << (i % 10) << ".\n";
-    return f;
-  }();
+  static const fs::path p = grammar_text("corpus.txt", 1, 3000);
+  return p;
+}
+const fs::path& heldout() {
+  static const fs::path p = grammar_text("heldout.txt", 2, 400);
   return p;
 }
 
@@ -65,7 +87,7 @@ TrainOptions small_run(const fs::path& out, int64_t steps) {
   o.shape.n_layers = 2, o.shape.d_model = 32, o.shape.n_heads = 4, o.shape.n_kv_heads = 2, o.shape.head_dim = 8;
   o.shape.rotary_dim = 4, o.shape.ffn_dim = 32, o.shape.n_experts = 4, o.shape.n_experts_active = 2;
   o.data = corpus().string();
-  o.val = corpus().string();
+  o.val = heldout().string();
   o.vocab = 300;
   o.steps = steps;
   o.seq_len = 32;
@@ -82,15 +104,60 @@ TrainOptions small_run(const fs::path& out, int64_t steps) {
   return o;
 }
 
-TEST(Trainer, ResumeEqualsUninterruptedBitwise) {
+// A step of a run as on_step saw it: the counters and fingerprints of the rows it trained on and
+// of the state after it.
+struct StepPrint {
+  int64_t step, tokens;
+  uint64_t rows, master, adam_m, adam_v;
+  bool operator==(const StepPrint&) const = default;
+};
+std::ostream& operator<<(std::ostream& os, const StepPrint& p) {
+  return os << "{step " << p.step << ", tokens " << p.tokens << ", rows " << p.rows << ", master " << p.master
+            << ", m " << p.adam_m << ", v " << p.adam_v << "}";
+}
+template <class T>
+uint64_t fnv1a(std::span<const T> x) {
+  uint64_t h = 1469598103934665603ull;
+  const auto* b = reinterpret_cast<const unsigned char*>(x.data());
+  for (size_t i = 0; i < x.size_bytes(); ++i) h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}
+// Runs o, returning one StepPrint per step this invocation ran.
+std::vector<StepPrint> traced_run(TrainOptions o) {
+  std::vector<StepPrint> trace;
+  o.on_step = [&](const StepView& v) {
+    trace.push_back({v.step, v.tokens, fnv1a(v.rows), fnv1a(v.master), fnv1a(v.adam_m), fnv1a(v.adam_v)});
+  };
+  train_run(o);
+  return trace;
+}
+
+// A run stopped after 3 steps and resumed to 6 is the uninterrupted 6-step run: the resumed
+// invocation runs steps 4..6 only (not 1..6 again: a resume that retrained from step 0 would
+// reach the same end state), draws step 4's rows first, and after each of its steps holds
+// exactly the uninterrupted run's state after that step; the end files are the same bytes.
+TEST(Trainer, ResumeContinuesTheUninterruptedRunBitwise) {
   const fs::path a = tmp("straight"), b = tmp("resumed");
-  train_run(small_run(a, 6));
-  train_run(small_run(b, 3));
+  const int64_t step_tokens = 4 * 32;  // batch × seq_len of small_run
+  const std::vector<StepPrint> straight = traced_run(small_run(a, 6));
+  ASSERT_EQ(straight.size(), 6u);
+  const std::vector<StepPrint> first = traced_run(small_run(b, 3));
+  ASSERT_EQ(first.size(), 3u);
+  for (size_t k = 0; k < 3; ++k) EXPECT_EQ(first[k], straight[k]) << "step " << k + 1 << " before the stop";
+  const auto saved = nlohmann::json::parse(read(b / "train_state.json"));
+  EXPECT_EQ(saved.at("step"), 3);
+  EXPECT_EQ(saved.at("tokens"), 3 * step_tokens);
+
   TrainOptions r = small_run("", 6);
   r.resume = b.string();
-  train_run(r);
-  for (const char* f : {"train_state.safetensors", "model.safetensors"})
-    EXPECT_EQ(read(a / f), read(b / f)) << f << " differs between the straight and the resumed run";
+  const std::vector<StepPrint> resumed = traced_run(r);
+  ASSERT_EQ(resumed.size(), 3u) << "the resumed invocation must run steps 4..6 only";
+  EXPECT_EQ(resumed[0].step, 4);
+  EXPECT_EQ(resumed[0].tokens, 4 * step_tokens);
+  for (size_t k = 0; k < 3; ++k) EXPECT_EQ(resumed[k], straight[3 + k]) << "step " << k + 4 << " after the resume";
+
+  for (const char* f : {"train_state.json", "train_state.safetensors", "model.safetensors"})
+    EXPECT_TRUE(read(a / f) == read(b / f)) << f << " differs between the straight and the resumed run";
   // The log too, but for its timing columns (step_s, tokens_per_s) and val_loss (the stopped run
   // evaluated once more, at its last step 3).
   auto untimed = [](const std::string& csv) {
@@ -126,6 +193,16 @@ TEST(Trainer, CheckpointLoadsInTheEngineAndLearns) {
   for (int32_t id : ids) count[id] += 1;
   double unigram = 0;
   for (auto& [id, c] : count) unigram -= c / double(ids.size()) * std::log(c / double(ids.size()));
+  // The evaluated held-out windows (8 of seq_len + 1 ids from its start) are not in the training
+  // text: the loss below is on text the run never trained on.
+  const std::vector<int32_t> held = tk.encode(read(o.val), false);
+  ASSERT_GE(held.size(), size_t(o.eval_windows * o.seq_len + 1));
+  for (int64_t w = 0; w < o.eval_windows; ++w) {
+    const auto w0 = held.begin() + w * o.seq_len, w1 = w0 + o.seq_len + 1;
+    EXPECT_EQ(std::search(ids.begin(), ids.end(), w0, w1), ids.end()) << "held-out window " << w << " is in the training text";
+  }
+  std::printf("held-out loss %.4f, train loss %.4f, unigram entropy %.4f nats/token\n", res.val_loss, res.last_loss,
+              unigram);
   EXPECT_GT(res.val_loss, 0);
   EXPECT_LT(res.val_loss, 0.6 * unigram) << "held-out " << res.val_loss << " vs unigram " << unigram;
 

@@ -58,12 +58,16 @@ void bench_train(const TrainBenchOpts& o) {
               (long long)o.batch, (long long)o.seq_len);
   std::printf("training step %.1f ms (median of %d) = %.0f tokens/s; GEMMs %.2f GFLOP/step = %.1f GFLOP/s\n", med * 1e3,
               o.steps, tps, flops[0] / 1e9, gflops);
+  double peak = 0;
   if (o.peak) {
-    const double peak = measure_fma_gflops(ops::n_threads());
+    peak = measure_fma_gflops(ops::n_threads());
     std::printf("fp32 FMA peak %.1f GFLOP/s: the GEMMs of a whole step run at %.0f%% of it (GEMM time / step time "
                 "included)\n",
                 peak, 100.0 * gflops / peak);
   }
+  // Machine-readable (bench/train/run.sh): the same run's numbers; the peak 0 under --no-peak.
+  std::printf("mmx_gemm_gflop_per_step=%.4f\nmmx_gemm_gflop_s=%.2f\nmmx_fma_peak_gflop_s=%.2f\n", flops[0] / 1e9,
+              gflops, peak);
   std::printf("mmx_tokens_per_s=%.1f\n", tps);
 }
 }  // namespace

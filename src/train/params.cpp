@@ -98,6 +98,21 @@ void load_params(const std::string& dir, ParamSet<T>& params) {
   }
 }
 
+template <class T>
+void save_grads(const std::string& path, double loss, const ParamSet<T>& params) {
+  SafetensorsWriter w;
+  w.add("loss", DType::kF64, {1}, &loss, 8);
+  std::vector<double> g;
+  for (const ParamInfo& i : params.infos) {
+    if (!i.trainable) continue;
+    g.assign(params.grad.begin() + i.offset, params.grad.begin() + i.offset + i.numel);
+    w.add(i.name, DType::kF64, i.shape, g.data(), g.size() * 8);
+  }
+  w.write(path);
+}
+template void save_grads<float>(const std::string&, double, const ParamSet<float>&);
+template void save_grads<double>(const std::string&, double, const ParamSet<double>&);
+
 void save_params(const std::string& dir, const ParamSet<float>& params, DType dtype) {
   if (dtype != DType::kF32 && dtype != DType::kBF16) fail("training: checkpoints are saved as f32 or bf16");
   SafetensorsWriter w;

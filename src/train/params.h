@@ -64,6 +64,11 @@ void load_params(const std::string& dir, ParamSet<T>& params);
 // The rest of the directory (config.json, tokenizer) is the caller's.
 void save_params(const std::string& dir, const ParamSet<float>& params, DType dtype);
 
+// The gradient-check file of `mmx grad` and `mmx rl grad` (reference/torch_grad.py writes the
+// same): safetensors, F64 "loss" [1] and d loss / dθ of every trainable tensor under its name.
+template <class T>
+void save_grads(const std::string& path, double loss, const ParamSet<T>& params);
+
 // Seeded initialisation for training from scratch (replaces every value), per ParamInfo::init.
 template <class T>
 void init_params(const ModelConfig& cfg, uint64_t seed, ParamSet<T>& params);

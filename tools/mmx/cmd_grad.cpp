@@ -13,7 +13,6 @@
 #include "common.h"
 #include "model/config.h"
 #include "formats/safetensors.h"
-#include "formats/safetensors_writer.h"
 #include "ops/ops.h"
 #include "train/graph.h"
 #include "train/kernels.h"
@@ -73,15 +72,7 @@ void run_grad(const Opts& o) {
   const double ce = graph->forward_backward(tb, 1.0 / double(scored)) / double(scored);
   const double kl = graph->index_kl();
   const double loss = ce + o.index_loss_weight * kl;
-  SafetensorsWriter w;
-  w.add("loss", DType::kF64, {1}, &loss, 8);
-  std::vector<double> g;
-  for (const train::ParamInfo& i : P.infos) {
-    if (!i.trainable) continue;
-    g.assign(P.grad.begin() + i.offset, P.grad.begin() + i.offset + i.numel);
-    w.add(i.name, DType::kF64, i.shape, g.data(), g.size() * 8);
-  }
-  w.write(o.out);
+  train::save_grads(o.out, loss, P);
   std::printf("loss=%.17g ce=%.17g kl=%.17g scored=%lld\n", loss, ce, kl, (long long)scored);
 }
 }  // namespace

@@ -7,7 +7,6 @@
 
 #include "base/error.h"
 #include "common.h"
-#include "formats/safetensors_writer.h"
 #include "model/config.h"
 #include <fstream>
 
@@ -61,15 +60,7 @@ void run_rl_grad(const GradOpts& o) {
         diag = r.diag;
         return r.loss;
       });
-  SafetensorsWriter w;
-  w.add("loss", DType::kF64, {1}, &loss, 8);
-  std::vector<double> g;
-  for (const train::ParamInfo& i : P.infos) {
-    if (!i.trainable) continue;
-    g.assign(P.grad.begin() + i.offset, P.grad.begin() + i.offset + i.numel);
-    w.add(i.name, DType::kF64, i.shape, g.data(), g.size() * 8);
-  }
-  w.write(o.out);
+  train::save_grads(o.out, loss, P);
   std::printf("loss=%.17g samples=%zu scored=%zu rows=%lld (separate %lld) clip_low=%.4g clip_high=%.4g ratio=%.6g\n",
               loss, samples.size(), packed.scored.size(), (long long)(packed.n_seqs * packed.seq_len),
               (long long)rl::separate_tokens(ids), diag.clip_frac_low, diag.clip_frac_high, diag.ratio_mean);

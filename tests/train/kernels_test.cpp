@@ -303,7 +303,9 @@ TEST(TrainKernels, VisibilityIntervalsAreTheRows) {
       std::vector<uint8_t> got(size_t(t), 0);
       for (size_t a = 0; a < iv.size(); ++a) {
         ASSERT_LE(iv[a].lo, iv[a].hi);
-        if (a > 0) ASSERT_GT(iv[a].lo, iv[a - 1].hi + 1);
+        if (a > 0) {
+          ASSERT_GT(iv[a].lo, iv[a - 1].hi + 1);
+        }
         for (int64_t j = iv[a].lo; j <= iv[a].hi; ++j) got[size_t(j)] = 1;
       }
       for (int64_t j = 0; j < t; ++j) ASSERT_EQ(got[size_t(j)], row ? row[j] : uint8_t(j <= i)) << i << "," << j;

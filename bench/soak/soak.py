@@ -122,6 +122,20 @@ def self_test():
     return 0 if bad == 0 else 1
 
 
+
+def read_all(s):
+    """Everything the peer sends until it closes (a reset or this socket's timeout also ends it)."""
+    out = b""
+    while True:
+        try:
+            d = s.recv(65536)
+        except (ConnectionResetError, socket.timeout):
+            break
+        if not d:
+            break
+        out += d
+    return out
+
 class Soak:
     def __init__(self, args):
         self.a = args
@@ -165,16 +179,7 @@ class Soak:
                     s.shutdown(socket.SHUT_WR)
             except OSError:
                 pass  # answered (413, 431, 408) and closed before taking everything
-            out = b""
-            while True:
-                try:
-                    d = s.recv(65536)
-                except ConnectionResetError:
-                    break
-                if not d:
-                    break
-                out += d
-            return out
+            return read_all(s)
         finally:
             s.close()
 
@@ -249,16 +254,7 @@ class Soak:
                     s.sendall(head[i:i + 1])
                 except OSError:
                     break
-            out = b""
-            while True:
-                try:
-                    d = s.recv(65536)
-                except (ConnectionResetError, socket.timeout):
-                    break
-                if not d:
-                    break
-                out += d
-            return out
+            return read_all(s)
         finally:
             s.close()
 

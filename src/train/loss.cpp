@@ -81,56 +81,62 @@ std::pair<T, double> row_softmax(const T* l, int64_t vocab, T* e) {
   return {mx, sum};
 }
 
+// Calls f(r, l, e, mx, sum, first, last) for every row r [0, n_rows) (OpenMP over rows): l the
+// row's logits, e [vocab] exp(l − max), [first, last) its terms' slots in `order` (empty: no term,
+// and then e is not computed).
+template <class T, class F>
+void for_scored_rows(const T* logits, int64_t n_rows, int64_t vocab, const ScoredTerm* terms, int64_t n_terms,
+                     std::vector<int64_t>& order, F&& f) {
+  std::vector<int64_t> first;
+  terms_by_row(n_rows, vocab, terms, n_terms, first, order);
+#pragma omp parallel
+  {
+    std::vector<T> e(static_cast<size_t>(vocab));
+#pragma omp for schedule(dynamic, 16)
+    for (int64_t r = 0; r < n_rows; ++r) {
+      const int64_t a = first[size_t(r)], b = first[size_t(r + 1)];
+      const T* l = logits + r * vocab;
+      if (a == b) {
+        f(r, l, e.data(), T(0), 0.0, a, b);
+        continue;
+      }
+      const auto [mx, sum] = row_softmax(l, vocab, e.data());
+      f(r, l, e.data(), mx, sum, a, b);
+    }
+  }
+}
+
 }  // namespace
 
 template <class T>
 void scored_logp(const T* logits, int64_t n_rows, int64_t vocab, const ScoredTerm* terms, int64_t n_terms,
                  double* logp) {
-  std::vector<int64_t> first, order;
-  terms_by_row(n_rows, vocab, terms, n_terms, first, order);
-#pragma omp parallel
-  {
-    std::vector<T> e(static_cast<size_t>(vocab));
-#pragma omp for schedule(dynamic, 16)
-    for (int64_t r = 0; r < n_rows; ++r) {
-      if (first[size_t(r)] == first[size_t(r + 1)]) continue;
-      const T* l = logits + r * vocab;
-      const auto [mx, sum] = row_softmax(l, vocab, e.data());
-      const double lse = double(mx) + std::log(sum);
-      for (int64_t a = first[size_t(r)]; a < first[size_t(r + 1)]; ++a) {
-        const int64_t id = order[size_t(a)];
-        logp[id] = double(l[terms[id].target]) - lse;
-      }
-    }
-  }
+  std::vector<int64_t> order;
+  for_scored_rows(logits, n_rows, vocab, terms, n_terms, order,
+                  [&](int64_t, const T* l, const T*, T mx, double sum, int64_t a, int64_t b) {
+                    const double lse = double(mx) + std::log(sum);
+                    for (int64_t k = a; k < b; ++k) logp[order[size_t(k)]] = double(l[terms[order[size_t(k)]].target]) - lse;
+                  });
 }
 
 template <class T>
 void scored_backward(const T* logits, int64_t n_rows, int64_t vocab, const ScoredTerm* terms, int64_t n_terms,
                      const double* g, T* dlogits) {
-  std::vector<int64_t> first, order;
-  terms_by_row(n_rows, vocab, terms, n_terms, first, order);
-#pragma omp parallel
-  {
-    std::vector<T> e(static_cast<size_t>(vocab));
-#pragma omp for schedule(dynamic, 16)
-    for (int64_t r = 0; r < n_rows; ++r) {
-      T* d = dlogits + r * vocab;
-      if (first[size_t(r)] == first[size_t(r + 1)]) {
-        std::fill(d, d + vocab, T(0));
-        continue;
-      }
-      const auto [mx, sum] = row_softmax(logits + r * vocab, vocab, e.data());  // read before d is written
-      double gsum = 0;
-      for (int64_t a = first[size_t(r)]; a < first[size_t(r + 1)]; ++a) gsum += g[order[size_t(a)]];
-      const T k = T(-gsum / sum);
-      for (int64_t i = 0; i < vocab; ++i) d[i] = e[size_t(i)] * k;
-      for (int64_t a = first[size_t(r)]; a < first[size_t(r + 1)]; ++a) {
-        const int64_t id = order[size_t(a)];
-        d[terms[id].target] += T(g[id]);
-      }
-    }
-  }
+  std::vector<int64_t> order;
+  // Each row's softmax is read into e before its dlogits row (which may alias the logits) is written.
+  for_scored_rows(logits, n_rows, vocab, terms, n_terms, order,
+                  [&](int64_t r, const T*, const T* e, T, double sum, int64_t a, int64_t b) {
+                    T* d = dlogits + r * vocab;
+                    if (a == b) {
+                      std::fill(d, d + vocab, T(0));
+                      return;
+                    }
+                    double gsum = 0;
+                    for (int64_t k = a; k < b; ++k) gsum += g[order[size_t(k)]];
+                    const T c = T(-gsum / sum);
+                    for (int64_t i = 0; i < vocab; ++i) d[i] = e[i] * c;
+                    for (int64_t k = a; k < b; ++k) d[terms[order[size_t(k)]].target] += T(g[order[size_t(k)]]);
+                  });
 }
 
 template void scored_logp<float>(const float*, int64_t, int64_t, const ScoredTerm*, int64_t, double*);

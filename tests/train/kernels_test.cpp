@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "ops/ref/f64.h"
 #include "train/grad_check.h"
 #include "train/kernels.h"
@@ -430,6 +431,43 @@ TEST(TrainKernels, CrossEntropy) {
 
 // The weighted log-likelihood (train/loss.h): Σ w_t · CE_t and w_t · dCE_t row by row against
 // the ref cross-entropy of each row alone; log p(target) = −CE_t.
+// The scored-terms loss step (loss.h: a row may carry several (target, weight) terms, another
+// none): log p equals an independent log-softmax, and d(Σ g_e log p_e)/d logits equals central
+// finite differences, in double; float within the float tolerance. A row without a term gets 0.
+TEST(TrainKernels, ScoredTerms) {
+  const int64_t n = 5, vocab = 7;
+  const V logits = randn(static_cast<size_t>(n * vocab), 41);
+  const std::vector<ScoredTerm> terms = {{0, 3}, {2, 1}, {2, 6}, {2, 1}, {4, 0}, {1, 5}};  // row 3: none
+  const V g = {0.7, -1.3, 0.4, 2.0, -0.5, 1.1};
+  auto logp_of = [&](const V& l) {
+    V lp;
+    for (const ScoredTerm& t : terms) {
+      double mx = -1e300, sum = 0;
+      for (int64_t v = 0; v < vocab; ++v) mx = std::max(mx, l[size_t(t.row * vocab + v)]);
+      for (int64_t v = 0; v < vocab; ++v) sum += std::exp(l[size_t(t.row * vocab + v)] - mx);
+      lp.push_back(l[size_t(t.row * vocab + t.target)] - mx - std::log(sum));
+    }
+    return lp;
+  };
+  V lp(terms.size());
+  scored_logp<double>(logits.data(), n, vocab, terms.data(), int64_t(terms.size()), lp.data());
+  expect_close(lp, logp_of(logits), kD, 0, "logp");
+  V d(logits.size(), 99.0);
+  scored_backward<double>(logits.data(), n, vocab, terms.data(), int64_t(terms.size()), g.data(), d.data());
+  const V fd = fd_grad([&](const V& l) { return dot(logp_of(l), g); }, logits);
+  expect_close(d, fd, kFd, 1e-9, "dlogits vs fd");
+  for (int64_t v = 0; v < vocab; ++v) EXPECT_EQ(d[size_t(3 * vocab + v)], 0.0);
+  std::vector<float> df(logits.size());
+  const std::vector<float> lf = to_f(logits);
+  scored_backward<float>(lf.data(), n, vocab, terms.data(), int64_t(terms.size()), g.data(), df.data());
+  expect_close(to_d(df), fd, kFr, kFa, "dlogits float");
+  std::vector<float> alias = lf;  // dlogits written over the logits
+  scored_backward<float>(alias.data(), n, vocab, terms.data(), int64_t(terms.size()), g.data(), alias.data());
+  EXPECT_EQ(alias, df);
+  EXPECT_THROW(scored_logp<double>(logits.data(), n, vocab, std::vector<ScoredTerm>{{n, 0}}.data(), 1, lp.data()),
+               Error);
+}
+
 TEST(TrainKernels, WeightedTokenNll) {
   const int n = 5, vocab = 40;
   const V logits = randn(static_cast<size_t>(n * vocab), 52, 3.0);

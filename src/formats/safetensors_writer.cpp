@@ -1,5 +1,7 @@
 #include "formats/safetensors_writer.h"
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -7,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "base/file_io.h"
 #include "formats/safetensors.h"
 
 namespace mmx {
@@ -101,6 +104,9 @@ void SafetensorsWriter::write(const std::string& path) const {
   write_bytes(tmp, len, sizeof len);
   write_bytes(tmp, text.data(), text.size());
   for (const Entry* e : order) write_bytes(tmp, e->bytes.data(), e->bytes.size());
+  // Durable before the rename: a kill or power loss after it never finds a short file at `path`.
+  if (std::fflush(tmp.f) != 0 || ::fsync(::fileno(tmp.f)) != 0)
+    fail("safetensors writer: syncing '{}' failed: {}", tmp.path, errno_text());
   const int rc = std::fclose(tmp.f);
   tmp.f = nullptr;
   if (rc != 0) fail("safetensors writer: closing '{}' failed: {}", tmp.path, errno_text());
@@ -108,6 +114,8 @@ void SafetensorsWriter::write(const std::string& path) const {
     fail("safetensors writer: renaming '{}' to '{}' failed: {}", tmp.path, path, errno_text());
   }
   tmp.keep = true;
+  const size_t slash = path.find_last_of('/');
+  fsync_path(slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash));  // the rename itself
 }
 
 }  // namespace mmx

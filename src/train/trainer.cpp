@@ -23,6 +23,7 @@
 #include "tokenizer/bpe_trainer.h"
 #include "tokenizer/tokenizer.h"
 #include "train/adamw.h"
+#include "train/checkpoint.h"
 #include "train/data.h"
 #include "train/graph.h"
 #include "train/kernels.h"
@@ -126,30 +127,6 @@ void write_config(const TrainOptions& o, int64_t bos, int64_t eos, const fs::pat
   write_file(out / "generation_config.json", gen.dump(2) + "\n");
 }
 
-void save_state(const fs::path& out, const ParamSet<float>& P, const AdamW& opt, int64_t step, int64_t tokens,
-                const TrainOptions& o) {
-  SafetensorsWriter w;
-  w.set_metadata("format", "mmx-train-state");
-  w.add("master", DType::kF32, {P.total()}, P.value.data(), size_t(P.total()) * 4);
-  w.add("adam_m", DType::kF32, {P.total()}, opt.m.data(), opt.m.size() * 4);
-  w.add("adam_v", DType::kF32, {P.total()}, opt.v.data(), opt.v.size() * 4);
-  w.write((out / "train_state.safetensors").string());
-  const json st = {{"step", step}, {"adam_t", opt.t}, {"tokens", tokens}, {"run", run_json(o)}};
-  write_file(out / "train_state.json", st.dump(2) + "\n");
-  save_params(out.string(), P, o.save_dtype == "f32" ? DType::kF32 : DType::kBF16);
-}
-
-void load_state(const fs::path& dir, ParamSet<float>& P, AdamW& opt) {
-  const TensorStore st = TensorStore::open((dir / "train_state.safetensors").string());
-  for (auto [name, dst] : {std::pair{"master", &P.value}, {"adam_m", &opt.m}, {"adam_v", &opt.v}}) {
-    const Tensor t = st.tensor(name);
-    if (t.dtype != DType::kF32 || t.numel() != int64_t(dst->size()))
-      fail("{}: '{}' does not match this model ({} values, expected {})", (dir / "train_state.safetensors").string(),
-           name, t.numel(), dst->size());
-    std::memcpy(dst->data(), t.data, dst->size() * 4);
-  }
-}
-
 // Loss curve (train and held-out) as PNG through gnuplot, when it is installed.
 void plot_loss(const fs::path& out, bool quiet) {
   if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) {
@@ -178,18 +155,16 @@ std::string eta(double s) {
 TrainResult train_run(const TrainOptions& opt_in) {
   TrainOptions o = opt_in;
   const auto t0 = std::chrono::steady_clock::now();
-  int64_t start_step = 0, tokens_seen = 0, adam_t = 0;
+  int64_t start_step = 0, tokens_seen = 0;
+  CheckpointInfo ckpt;
   if (!o.resume.empty()) {
     const fs::path rd(o.resume);
-    if (!fs::exists(rd / "train_state.json"))
-      fail("--resume {}: no train_state.json there (was it written by `mmx train`?)", o.resume);
-    const json st = json::parse(read_file((rd / "train_state.json").string(), "train state"));
+    ckpt = open_checkpoint(rd, o.quiet);
     const int64_t want_steps = o.steps;
-    apply_run_json(st.at("run"), o);
+    apply_run_json(ckpt.run, o);
     o.steps = want_steps;
-    start_step = st.at("step");
-    tokens_seen = st.at("tokens");
-    adam_t = st.at("adam_t");
+    start_step = ckpt.step;
+    tokens_seen = ckpt.tokens;
     if (o.out.empty()) o.out = o.resume;
     if (start_step >= o.steps) fail("--resume: the run is already at step {} (ask for more --steps)", start_step);
   }
@@ -263,9 +238,10 @@ TrainResult train_run(const TrainOptions& opt_in) {
   AdamWConfig ac;
   ac.weight_decay = o.weight_decay;
   AdamW opt(ac, P.total());
+  const DType save_dtype = o.save_dtype == "f32" ? DType::kF32 : DType::kBF16;
   if (start_step > 0) {
-    load_state(o.resume, P, opt);
-    opt.t = adam_t;
+    load_checkpoint_state(ckpt, P, opt);
+    if (out == fs::path(o.resume)) repair_model_export(ckpt, out, P, save_dtype);
   } else if (!o.init.empty()) {
     // The fields a tensor shape does not show, and the ones it does (a clearer message).
     const ModelConfig ic = load_config(o.init);
@@ -294,15 +270,14 @@ TrainResult train_run(const TrainOptions& opt_in) {
         if (!i.trainable && i.name == name) routing_bias[size_t(il)] = P.value.data() + i.offset;
     }
 
-  // Log: keep the rows up to the resumed step.
-  std::vector<std::string> log_rows;
-  if (start_step > 0 && fs::exists(out / "train_log.csv")) {
-    std::istringstream in(read_file((out / "train_log.csv").string(), "log"));
-    std::string line;
-    std::getline(in, line);  // header
-    while (std::getline(in, line))
-      if (!line.empty() && std::stoll(line) <= start_step) log_rows.push_back(line);
+  // The log: appended a row a step; a resume cuts it back to the checkpoint's step.
+  if (start_step == 0 && fs::exists(out / "train_state.json")) {
+    // A new run in an old run's directory: its commit record no longer describes this directory.
+    if (!o.quiet) std::fprintf(stderr, "note: %s held another run's checkpoint; this new run replaces it\n", o.out.c_str());
+    fs::remove(out / "train_state.json");
   }
+  TrainLog log = start_step > 0 ? TrainLog::resume(out / "train_log.csv", start_step, o.quiet)
+                                : TrainLog::start(out / "train_log.csv");
 
   const auto n_scored = [](const std::vector<int32_t>& targets) {
     return int64_t(std::count_if(targets.begin(), targets.end(), [](int32_t t) { return t >= 0; }));
@@ -370,7 +345,7 @@ TrainResult train_run(const TrainOptions& opt_in) {
     const double step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count();
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - loop_t0).count();
     const double tps = double(tokens_seen - start_step * step_tokens) / std::max(elapsed, 1e-9);
-    log_rows.push_back(fmt::format("{},{:.6g},{:.6f},{:.6g},{:.6f},{},{:.6f},{:.3f},{:.1f}", step + 1, lr, loss, gnorm,
+    log.append(fmt::format("{},{:.6g},{:.6f},{:.6g},{:.6f},{},{:.6f},{:.3f},{:.1f}", step + 1, lr, loss, gnorm,
                                    val_loss, tokens_seen, kl_sum, step_s, tps));
     if (!o.quiet) {
       const double left = double(o.steps - step - 1) * elapsed / double(step + 1 - start_step);
@@ -386,10 +361,7 @@ TrainResult train_run(const TrainOptions& opt_in) {
     res.last_loss = loss;
     if (val_loss >= 0) res.val_loss = val_loss;
     if (last || (o.save_every > 0 && (step + 1) % o.save_every == 0)) {
-      save_state(out, P, opt, step + 1, tokens_seen, o);
-      std::string csv = "step,lr,loss,grad_norm,val_loss,tokens,index_kl,step_s,tokens_per_s\n";
-      for (const std::string& r : log_rows) csv += r + "\n";
-      write_file(out / "train_log.csv", csv);
+      commit_checkpoint(out, P, opt, step + 1, tokens_seen, run_json(o), save_dtype, log);
     }
   }
   if (!o.quiet) std::fprintf(stderr, "\n");

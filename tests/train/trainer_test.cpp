@@ -156,8 +156,10 @@ TEST(Trainer, ResumeContinuesTheUninterruptedRunBitwise) {
   EXPECT_EQ(resumed[0].tokens, 4 * step_tokens);
   for (size_t k = 0; k < 3; ++k) EXPECT_EQ(resumed[k], straight[3 + k]) << "step " << k + 4 << " after the resume";
 
-  for (const char* f : {"train_state.json", "train_state.safetensors", "model.safetensors"})
+  for (const char* f : {"train_state.json", "train_state-00000006.safetensors", "model.safetensors"}) {
+    ASSERT_TRUE(fs::exists(a / f) && fs::exists(b / f)) << f;
     EXPECT_TRUE(read(a / f) == read(b / f)) << f << " differs between the straight and the resumed run";
+  }
   // The log too, but for its timing columns (step_s, tokens_per_s) and val_loss (the stopped run
   // evaluated once more, at its last step 3).
   auto untimed = [](const std::string& csv) {

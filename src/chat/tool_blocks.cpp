@@ -107,9 +107,11 @@ BlockStep read_m2_step(std::string_view text, const BlockReadContext& ctx) {
       }
     }
     const std::vector<std::string> types = m2_types_of(prop);
+    const bool null_literals = m2_null_literals(prop, types);
     if (m2_is_string_typed(types)) {  // its value streams as text (read_m2_string)
       BlockStep s = step(BlockStep::kStringOpen, i + gt + 1);
       s.name = name;
+      s.null_literals = null_literals;
       return s;
     }
     if (pe == std::string_view::npos)
@@ -117,7 +119,7 @@ BlockStep read_m2_step(std::string_view text, const BlockReadContext& ctx) {
     if (before(ie, pe) || before(be, pe)) return step(BlockStep::kBad, i);
     BlockStep s = step(BlockStep::kParam, i + pe + kParamEnd.size());
     s.name = name;
-    s.value = m2_convert(std::string(strip(rest.substr(gt + 1, pe - gt - 1))), types);
+    s.value = m2_convert(std::string(strip(rest.substr(gt + 1, pe - gt - 1))), types, null_literals);
     return s;
   }
   if (!final && (proper_prefix_of(rest, kInvokeEnd) || proper_prefix_of(rest, kParamStart) ||
@@ -171,14 +173,17 @@ BlockStep read_m1_step(std::string_view text, const BlockReadContext& ctx) {
   const size_t line_end = std::min(rest.find('\n'), find(rest, ctx.block_end));
   if (line_end == std::string_view::npos && !ctx.final) return step(BlockStep::kWait, i);
   const std::string_view line = strip(rest.substr(0, line_end));
-  if (line.empty() || line.front() != '{' || line.back() != '}') return step(BlockStep::kBad, i);
-  if (json_nesting_depth(line) > 64) return step(BlockStep::kBad, i);  // dump_py recurses
+  const size_t consumed = line_end == std::string_view::npos ? text.size() : i + line_end;
+  BlockStep skip = step(BlockStep::kSkip, consumed);
+  skip.name = std::string(line);
+  if (line.empty() || line.front() != '{' || line.back() != '}') return skip;
+  if (json_nesting_depth(line) > 64) return skip;  // dump_py recurses
   ojson j = ojson::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return step(BlockStep::kBad, i);
+  if (j.is_discarded() || !j.is_object()) return skip;
   auto name = j.find("name");
   auto args = j.find("arguments");
-  if (name == j.end() || !name->is_string() || args == j.end()) return step(BlockStep::kBad, i);
-  BlockStep s = step(BlockStep::kCall, line_end == std::string_view::npos ? text.size() : i + line_end);
+  if (name == j.end() || !name->is_string() || args == j.end()) return skip;
+  BlockStep s = step(BlockStep::kCall, consumed);
   s.name = name->get<std::string>();
   s.value = std::move(*args);
   return s;

@@ -34,12 +34,14 @@ struct BlockStep {
                    // = key; its value follows as text, read with read_m2_string / read_m3_string
     kInvokeClose,  // M2/M3 `</invoke>`
     kCall,         // one M1 JSON line: `name`, `value` = its "arguments" (any JSON)
+    kSkip,         // M1: a line that is not a call (`name` = the line, stripped); the next one may be
     kBad,          // the text after `consumed` (leading whitespace) is not what may come here
   };
   Kind kind = kWait;
   size_t consumed = 0;  // bytes of the input this step used (leading whitespace included)
   std::string name;
   ojson value;
+  bool null_literals = true;  // M2 kStringOpen: the words null/none/nil are null (m2_null_literals)
 };
 
 struct BlockReadContext {
@@ -70,9 +72,10 @@ struct StringStep {
 StringStep read_m2_string(std::string_view text, std::string_view block_end, bool final);
 
 // M3, inside the flat string parameter `name` (after kStringOpen): the value, verbatim, runs to
-// the first `NS</name>`, or, when the model never writes it, to the first `NS</invoke>`, block end
-// or end of output (a parameter named "invoke" or "tool_call" ends at that tag, which then closes
-// the invoke or block: vLLM's parameter never closes there either).
+// the first namespace token NS (the model writes NS only as structure, never inside a value).
+// `NS</name>` there closes it (consumed); `NS</invoke>` or the block end close it and are left;
+// any other tag (`NS</wrong>`, `NS<k>`) ends the value too and is left for read_m3_step (a
+// close tag without opener makes the block go wrong there; an opening tag is the next parameter).
 StringStep read_m3_string(std::string_view text, std::string_view name, std::string_view block_end, bool final);
 
 // What both do: the value runs to the first `own_close` (consumed with it), else to the first
@@ -82,7 +85,8 @@ StringStep read_string_to(std::string_view text, std::string_view own_close, std
                           std::string_view block_end, bool final);
 
 // Text-01 / M1: one `{"name": "f", "arguments": {...}}` JSON object per non-empty line; with
-// `final` the last line needs no newline (vLLM also parses a block still open at the end).
+// `final` the last line needs no newline (vLLM also parses a block still open at the end). Each
+// line is independent (vLLM): one that is not such an object is kSkip, and the next line is read.
 BlockStep read_m1_step(std::string_view text, const BlockReadContext& ctx);
 
 inline constexpr std::string_view kM3Namespace = "]<]minimax[>[";

@@ -362,12 +362,14 @@ TEST(PeerVectors, VllmM1ToolParser) {
       "    \"state\": \"NY\",\n    \"unit\": \"celsius\"\n  }\n}\n</tool_calls>";
   check("[vM1] test_extract_tool_calls_multiline_json_not_supported", kM1, false, multiline, kNoTools,
         {multiline, "", {}});
+  // KEPT (R): vLLM's tool parser alone keeps <think>...</think> in the content.
   check("[vM1] test_streaming_with_thinking_tags", kM1, false,
         R"(<think><tool_calls>{"name": "ignored", "arguments": {}}</tool_calls></think><tool_calls>{"name": "real_tool", "arguments": {"param": "value"}}</tool_calls>)",
         kNoTools,
         {"", R"(<tool_calls>{"name": "ignored", "arguments": {}}</tool_calls>)", {{"real_tool", R"({"param": "value"})"}}});
   const std::string weather = R"({"name": "get_current_weather", "arguments": {"city": "Seattle", "state": "WA", "unit": "celsius"}})";
   const std::string area = R"({"name": "calculate_area", "arguments": {"shape": "rectangle", "dimensions": {"width": 10, "height": 5}}})";
+  // KEPT (R): vLLM's tool parser alone keeps <think>...</think> in the content.
   check("[vM1] test_streaming_complex_scenario_with_multiple_tools", kM1, false,
         "Let me help you with this task.<think>I need to analyze this situation first.<tool_calls>\n" +
             std::string(R"({"name": "internal_analysis", "arguments": {"query": "analyze situation"}})") +
@@ -379,6 +381,7 @@ TEST(PeerVectors, VllmM1ToolParser) {
              std::string(R"({"name": "internal_analysis", "arguments": {"query": "analyze situation"}})") + "\n</tool_calls>",
          {{"get_current_weather", R"({"city": "Seattle", "state": "WA", "unit": "celsius"})"},
           {"calculate_area", R"({"shape": "rectangle", "dimensions": {"width": 10, "height": 5}})"}}});
+  // KEPT (R): vLLM's tool parser alone keeps <think>...</think> in the content.
   check("[vM1] test_streaming_character_by_character_output", kM1, false,
         "I'll help you with the weather analysis. <think>Let me think about this. <tool_calls>\n" +
             std::string(R"({"name": "internal_analysis", "arguments": {"type": "thinking"}})") +

@@ -205,9 +205,11 @@ struct NestedEnd {
   bool own = false;
   bool incomplete = false;  // the text ends inside a tag: more may decide it
 };
-NestedEnd scan_nested(std::string_view body, std::string_view name) {
-  std::vector<std::string_view> open;  // tags opened inside the body
-  for (size_t p = body.find(kM3Namespace); p != std::string_view::npos; p = body.find(kM3Namespace, p + 1)) {
+NestedEnd scan_nested(std::string_view body, std::string_view name, ScanCache& cache) {
+  std::vector<std::string>& open = cache.open;  // tags opened inside the body
+  for (size_t p = body.find(kM3Namespace, cache.scanned); p != std::string_view::npos;
+       p = body.find(kM3Namespace, p + 1)) {
+    cache.scanned = p;  // (resume at this token if it is incomplete)
     const std::string_view after = body.substr(p + kM3Namespace.size());
     const bool close = starts_with(after, 0, "</");
     if (!close && !starts_with(after, 0, "<")) {
@@ -219,7 +221,7 @@ NestedEnd scan_nested(std::string_view body, std::string_view name) {
     if (gt == std::string_view::npos) return {std::string_view::npos, false, true};
     const std::string_view tag = after.substr(skip, gt - skip);
     if (!close) {
-      open.push_back(tag);
+      open.emplace_back(tag);
       continue;
     }
     const auto it = std::find(open.rbegin(), open.rend(), tag);
@@ -231,6 +233,8 @@ NestedEnd scan_nested(std::string_view body, std::string_view name) {
       return {p, false, false};
     }
   }
+  // Nothing decisive yet: resume where a namespace token may still begin.
+  cache.scanned = std::max(cache.scanned, body.size() >= kM3Namespace.size() ? body.size() - kM3Namespace.size() + 1 : 0);
   return {};
 }
 
@@ -252,11 +256,11 @@ BlockStep read_m3_step(std::string_view text, const BlockReadContext& ctx) {
   const bool final = ctx.final;
   if (rest.empty()) return step(final ? BlockStep::kEof : BlockStep::kWait, i);
   if (starts_with(rest, 0, ctx.block_end)) return step(BlockStep::kEnd, i + ctx.block_end.size());
-  const size_t be = rest.find(ctx.block_end);
-  const bool cut = be != std::string_view::npos || final;  // an open element can never close
 
   if (!ctx.in_invoke) {
     if (starts_with(rest, 0, invoke_start)) {
+      const size_t be = rest.find(ctx.block_end);
+      const bool cut = be != std::string_view::npos || final;  // an open element can never close
       const size_t q = rest.find("\">", invoke_start.size());
       if (q == std::string_view::npos) return step(cut ? BlockStep::kBad : BlockStep::kWait, i);
       if (q == invoke_start.size() || be < q) return step(BlockStep::kBad, i);
@@ -275,14 +279,25 @@ BlockStep read_m3_step(std::string_view text, const BlockReadContext& ctx) {
   if (starts_with(rest, 0, open) && rest.size() > open.size()) {
     const size_t p = open.size();
     if (rest[p] == '/') return step(BlockStep::kBad, i);  // a close tag with no opener
-    const size_t ie = rest.find(invoke_end);
     const size_t gt = rest.find('>', p);
-    if (gt == std::string_view::npos) return step(cut ? BlockStep::kBad : BlockStep::kWait, i);
-    if (gt == p || ie < gt || be < gt) return step(BlockStep::kBad, i);
+    if (gt == std::string_view::npos) {
+      const bool cut = final || rest.find(ctx.block_end) != std::string_view::npos;  // can never close
+      return step(cut ? BlockStep::kBad : BlockStep::kWait, i);
+    }
+    const std::string_view tag_text = rest.substr(0, gt);  // the tag must not run into a closing tag
+    if (gt == p || tag_text.find(invoke_end) != std::string_view::npos ||
+        tag_text.find(ctx.block_end) != std::string_view::npos)
+      return step(BlockStep::kBad, i);
     const std::string name(rest.substr(p, gt - p));
     const M3Type type = M3Type::of_parameter(ctx.fn_params, name);
     const std::string_view body = rest.substr(gt + 1);
     const size_t at = i + gt + 1;  // where the body starts in `text`
+    ScanCache local;
+    ScanCache& cache = ctx.cache != nullptr ? *ctx.cache : local;
+    if (cache.body_at != at) {
+      cache.reset();
+      cache.body_at = at;
+    }
     const std::string close = std::string(kM3Namespace) + "</" + name + ">";
     // Nested (or an empty object, `NS<k>NS</k>`): the body starts with `NS<`, after layout
     // whitespace unless the value can only be a string (that streams from its first byte).
@@ -292,7 +307,7 @@ BlockStep read_m3_step(std::string_view text, const BlockReadContext& ctx) {
       while (lead < body.size() && is_space(body[lead])) ++lead;
     if (!final && lead == body.size() && lead > 0) return step(BlockStep::kWait, i);
     if (starts_with(body, lead, open)) {
-      const NestedEnd e = scan_nested(body, name);
+      const NestedEnd e = scan_nested(body, name, cache);
       if (e.at == std::string_view::npos) return step(final ? BlockStep::kBad : BlockStep::kWait, i);
       if (!e.own) return step(BlockStep::kBad, i);  // cut by `NS</invoke>` or the block end
       BlockStep s = step(BlockStep::kParam, at + e.at + close.size());
@@ -310,8 +325,12 @@ BlockStep read_m3_step(std::string_view text, const BlockReadContext& ctx) {
       return s;
     }
     // Flat: the value runs to the first NS.
-    const size_t n = body.find(kM3Namespace);
-    if (n == std::string_view::npos) return step(final ? BlockStep::kBad : BlockStep::kWait, i);
+    const size_t n = body.find(kM3Namespace, cache.scanned);
+    if (n == std::string_view::npos) {
+      cache.scanned = body.size() >= kM3Namespace.size() ? body.size() - kM3Namespace.size() + 1 : 0;
+      return step(final ? BlockStep::kBad : BlockStep::kWait, i);
+    }
+    cache.scanned = n;
     const std::string_view after = body.substr(n);
     const std::string_view ie_tag = invoke_end, be_tag = ctx.block_end;
     if (!final && (proper_prefix_of(after, close) || proper_prefix_of(after, ie_tag) ||

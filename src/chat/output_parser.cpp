@@ -116,6 +116,7 @@ struct OutputParser::State {
   bool drop_call = false;
   std::string call_raw;
   std::vector<std::string> skipped_lines;  // M1: lines that are not calls, before the block's first call
+  ScanCache scan;  // the block reader's place in an element it waits for (tool_blocks.h)
   // String parameter streaming (after kStringOpen), see string_text().
   bool in_string = false;
   bool string_verbatim = false;  // M3: the value is the text as written (M2: stripped, null literals)
@@ -195,8 +196,8 @@ struct OutputParser::State {
     return "call_" + std::string(hex, 24);
   }
 
-  BlockStep read_step(bool final) const {
-    BlockReadContext ctx{tags.block_end, in_call, call_params, final};
+  BlockStep read_step(bool final) {
+    BlockReadContext ctx{tags.block_end, in_call, call_params, final, &scan};
     switch (format) {
       case OutputFormat::kM3:
         return read_m3_step(buf, ctx);
@@ -495,6 +496,7 @@ struct OutputParser::State {
         continue;
       }
       BlockStep st = read_step(final);
+      if (st.kind != BlockStep::kWait) scan.reset();  // text is consumed: the place is stale
       switch (st.kind) {
         case BlockStep::kWait:
           return;

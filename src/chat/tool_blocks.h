@@ -44,11 +44,27 @@ struct BlockStep {
   bool null_literals = true;  // M2 kStringOpen: the words null/none/nil are null (m2_null_literals)
 };
 
+// Where a reader got to in the element at the front of the text while it waited (kWait), so that
+// the next call resumes there instead of re-reading a long element from its start (which made a
+// long M3 parameter fed token by token quadratic). Only a place to resume, never a decision; valid
+// until a step consumes text (OutputParser resets it then).
+struct ScanCache {
+  size_t body_at = std::string_view::npos;  // where the element's body starts in the text
+  size_t scanned = 0;                        // body bytes already scanned
+  std::vector<std::string> open;             // M3 nested: the tags open inside the body so far
+  void reset() {
+    body_at = std::string_view::npos;
+    scanned = 0;
+    open.clear();
+  }
+};
+
 struct BlockReadContext {
   std::string_view block_end;            // the format's block end tag
   bool in_invoke = false;                // M2/M3: after an invoke's opening tag
   const nlohmann::json* fn_params = nullptr;  // the open invoke's "parameters" schema, if known
   bool final = false;                    // no more text will come
+  ScanCache* cache = nullptr;            // M3: where to resume (may be null: read from the start)
 };
 
 // M2: `\n<invoke name="f">\n<parameter name="k">v</parameter>\n...</invoke>\n...`

@@ -169,6 +169,24 @@ TEST(OddOutput, M3PropertiesUnderATopLevelOneOfAreTyped) {
   EXPECT_EQ(d.tool_calls[0].arguments_json, R"({"n": 7, "b": true})");
 }
 
+// A long typed M2 parameter fed in token-sized pieces: each feed resumes the search for its
+// closing tag (it used to start again from the parameter's start). Correctness only.
+TEST(OddOutput, M2LongTypedParameterInSmallPieces) {
+  std::string ids = "[";
+  for (int i = 0; i < 60000; ++i) ids += (i ? ", " : "") + std::to_string(i % 1000);
+  ids += "]";
+  const std::string text = m2_call("get_weather", "ids", ids);
+  std::vector<size_t> cuts;
+  for (size_t c = 4; c < text.size(); c += 4) cuts.push_back(c);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto d = testing::parse_cut(kM2, text, cuts, false);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_EQ(d.tool_calls.size(), 1u);
+  EXPECT_EQ(d.tool_calls[0].arguments_json, "{\"ids\": " + ids + "}");
+  testing::expect_same(d, testing::parse_cut(kM2, text, {}, false), "whole");
+  std::printf("[ long M2 parameter ] %zu bytes in %zu pieces: %.1f ms\n", text.size(), cuts.size() + 1, ms);
+}
+
 // 20,000 nested levels (660 KB): deeper than 128 levels the value is the text as written. Checked
 // for correctness only (no timing assertion); the time is printed.
 TEST(OddOutput, M3DeepNestingIsBoundedAndFast) {
@@ -183,13 +201,13 @@ TEST(OddOutput, M3DeepNestingIsBoundedAndFast) {
   const double whole_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   ASSERT_EQ(d.tool_calls.size(), 1u) << d.content.substr(0, 200);
   EXPECT_EQ(d.tool_calls[0].arguments_json, "{\"opts\": " + nlohmann::json(body).dump() + "}");
-  // In 4 KB pieces too (each feed re-reads the open parameter: the cost grows with pieces x size).
+  // In token-sized pieces too (the reader resumes where it stopped: tool_blocks.h, ScanCache).
   const auto t1 = std::chrono::steady_clock::now();
   std::vector<size_t> cuts;
-  for (size_t c = 4096; c < text.size(); c += 4096) cuts.push_back(c);
+  for (size_t c = 5; c < text.size(); c += 5) cuts.push_back(c);
   auto c = testing::parse_cut(kM3, text, cuts, false);
   const double chunked_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t1).count();
-  testing::expect_same(d, c, "4 KB pieces");
+  testing::expect_same(d, c, "5-byte pieces");
   std::printf("[ deep M3 nesting ] %d levels, %zu bytes: whole %.1f ms, in %zu pieces %.1f ms\n", kDepth, text.size(),
               whole_ms, cuts.size() + 1, chunked_ms);
   // At the bound: 128 levels are still rebuilt as objects.

@@ -357,7 +357,9 @@ struct OutputParser::State {
       end_call(out);
       buf.erase(0, skip);  // whitespace next to the calls is syntax
       bad_block_keeps_end = false;
-    } else {
+    } else {  // (a dropped call's text included: it went wrong, so it was no call after all)
+      reset_call();
+      skipped_lines.clear();
       emit_content(tags.block_start + block_raw, out);
       block_raw.clear();
       bad_block_keeps_end = true;

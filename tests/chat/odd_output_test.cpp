@@ -71,6 +71,13 @@ TEST(OddOutput, CallsToUnknownToolsAreDroppedUnlessKept) {
   ASSERT_EQ(d.tool_calls.size(), 1u) << describe(d);
   EXPECT_EQ(d.tool_calls[0].name, "run_code");
   EXPECT_EQ(d.content, "");
+  // A dropped call whose block then goes wrong: the block is content as written, and the next
+  // block is read afresh (the dropped call does not stay open).
+  const std::string bad = "<minimax:tool_call><invoke name=\"nope\">junk</minimax:tool_call>";
+  d = parse_all_modes(kM2, bad + " then " + m2_call("get_weather", "city", "A"), false);
+  ASSERT_EQ(d.tool_calls.size(), 1u) << describe(d);
+  EXPECT_EQ(d.tool_calls[0].arguments_json, R"({"city": "A"})");
+  EXPECT_EQ(d.content, bad + " then");
   // A request without tools has nothing to check against: the call stands.
   d = parse_all_modes(kM2, m2_call("anything", "x", "1"), false, nullptr);
   EXPECT_EQ(d.tool_calls.size(), 1u) << describe(d);

@@ -14,6 +14,8 @@
 //   [sM2]  sgl-project/sglang MinimaxM2Detector unit tests (class TestMinimaxM2Detector, tools
 //          `bash` + `get_weather`, PR #23071 cases)
 //   [sM2b] sgl-project/sglang MinimaxM2Detector bug tests (class TestMinimaxM2DetectorBugs, issue #16057)
+//   [sR]   sgl-project/sglang test/registered/unit/parser/test_reasoning_parser.py (MiniMaxAppendThinkDetector;
+//          "minimax" = Qwen3Detector with force_reasoning, its forced-reasoning vectors)
 //
 // Where we disagree with a peer and keep ours, the vector says so (KEPT: why). The policies behind
 // the differences that recur:
@@ -263,6 +265,25 @@ TEST(PeerVectors, VllmM2Reasoning) {
         {"<think>```python\nprint('hi')\n```</think>Here's the code.", "", {}});
 }
 
+// ---------------------------------------------------------------- SGLang reasoning [sR]
+
+TEST(PeerVectors, SglangReasoning) {
+  const auto a = OutputFormat::kM2AppendThink;
+  check("[sR] test_detect_and_parse_prepends_think", a, true, "Hello world", kNoTools, {"<think>Hello world", "", {}});
+  check("[sR] test_streaming_first_chunk_prepends_think / second_chunk_no_prepend", a, true, "First chunkSecond",
+        kNoTools, {"<think>First chunkSecond", "", {}});
+  // SGLang's "minimax" reasoning parser is Qwen3Detector with force_reasoning (test_minimax_forces_reasoning).
+  check("[sR] test_detect_and_parse_qwen3_forced_reasoning_format", kM2, true,
+        "I need to think about this step by step.</think>The answer is 42.", kNoTools,
+        {"The answer is 42.", "I need to think about this step by step.", {}});
+  check("[sR] test_detect_and_parse_with_start_token (forced)", kM2, true,
+        "<think>I need to think about this.</think>The answer is 42.", kNoTools,
+        {"The answer is 42.", "I need to think about this.", {}});
+  check("[sR] test_streaming_qwen3_forced_reasoning_format", kM2, true,
+        "I need to think about this.</think>The answer is 42.", kNoTools,
+        {"The answer is 42.", "I need to think about this.", {}});
+}
+
 // ---------------------------------------------------------------- vLLM M3 reasoning [vM3r]
 
 TEST(PeerVectors, VllmM3Reasoning) {
@@ -349,6 +370,7 @@ TEST(PeerVectors, VllmM1ToolParser) {
             "\n</tool_calls>",
         kNoTools,
         {"{invalid json here}", "", {{"valid_tool", R"({"city": "Seattle"})"}, {"another_valid_tool", R"({"param": "value"})"}}});
+  // KEPT (T): the two lines that are not calls are content (vLLM drops them).
   check("[vM1] test_extract_tool_calls_missing_name_or_arguments", kM1, false,
         "<tool_calls>\n" + std::string(R"({"name": "valid_tool", "arguments": {"city": "Seattle"}})") + "\n" +
             R"({"name": "missing_args"})" + "\n" + R"({"arguments": {"city": "Portland"}})" + "\n" +

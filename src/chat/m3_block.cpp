@@ -5,11 +5,19 @@
 //   * a parameter whose body starts with `NS<` is nested: split the body on NS and rebuild it
 //     with a tag stack (objects from tags, arrays when the schema allows an array and the first
 //     child is `<item>`, a repeated tag collapses into a list, text beside child tags goes to a
-//     "$text" key, an unmatched close tag pops up to its opener); leaves are typed by M3Type;
-//   * a flat parameter body is typed by M3Type::convert (no whitespace stripping); one whose type
-//     can only be a string is that text verbatim, so it streams as written (kStringOpen);
+//     "$text" key unless it is only whitespace, an unmatched close tag pops up to its opener);
+//     leaves are typed by M3Type. The body runs to the `NS</k>` that closes it at nesting level 0,
+//     so a nested element may be called `invoke`, `tool_call` or `k` itself. Deeper than
+//     kMaxNesting levels, the value is the body text as written (a string): vLLM's limit, and it
+//     keeps the rebuild linear and the JSON writer's recursion bounded;
+//   * a flat parameter body runs to the first NS (never part of a value): `NS</k>` closes it; any
+//     other tag ends it too and is read next. It is typed by M3Type::convert (no whitespace
+//     stripping); one whose type can only be a string is that text verbatim, so it streams as
+//     written (kStringOpen);
 //   * null values are simply absent (the template omits them), so nothing to do on parse.
 #include "chat/tool_blocks.h"
+
+#include <algorithm>
 
 namespace mmx::chat {
 
@@ -39,16 +47,22 @@ struct Node {
       if (type) return type->convert(text);
       return text;
     }
-    if (kind == kObject && !texts.empty()) {
+    std::string text;
+    for (const auto& t : texts) text += t;
+    if (kind == kObject && !only_space(text)) {
       ojson v = value;
       std::string key = "$text";
       while (v.contains(key)) key = "$" + key;
-      std::string text;
-      for (const auto& t : texts) text += t;
       v[key] = text;
       return v;
     }
     return value;
+  }
+
+  static bool only_space(const std::string& t) {
+    for (char c : t)
+      if (!is_space(c)) return false;
+    return true;
   }
 
   void append(const Node& child) {
@@ -75,6 +89,7 @@ struct Node {
 
   void append_text(const std::string& text) {
     if (kind == kArray) {
+      if (only_space(text)) return;  // layout between items
       std::optional<M3Type> item = type ? type->item(value.size()) : std::nullopt;
       value.push_back(item ? item->convert(text) : ojson(text));
     } else {
@@ -116,8 +131,24 @@ void split_tag(std::string_view chunk, size_t skip, std::string& tag, std::strin
   }
 }
 
+constexpr size_t kMaxNesting = 128;
+
+// The deepest nesting of `chunks` (an opening tag is one level down, a close tag one up).
+size_t nesting_depth(const std::vector<std::string_view>& chunks) {
+  size_t depth = 0, deepest = 0;
+  for (size_t k = 1; k < chunks.size(); ++k) {
+    if (starts_with(chunks[k], 0, "</")) {
+      if (depth > 0) --depth;
+    } else if (starts_with(chunks[k], 0, "<")) {
+      deepest = std::max(deepest, ++depth);
+    }
+  }
+  return deepest;
+}
+
 ojson parse_nested(std::string_view body, const M3Type& type) {
   std::vector<std::string_view> chunks = split_ns(body);
+  if (nesting_depth(chunks) > kMaxNesting) return std::string(body);
   std::vector<Node> stack(1);
   stack[0].type = type;
   bool is_array =
@@ -164,6 +195,49 @@ ojson parse_nested(std::string_view body, const M3Type& type) {
   return stack[0].get_value();
 }
 
+// Where the body of nested parameter `name` (text after its opening tag, starting with NS<) ends:
+// at the NS of the `NS</name>` that closes it (`own`), or of an `NS</invoke>` / block end (`own`
+// false: the parameter never closed), each unless it closes an element opened inside the body.
+// Tags are tracked as parse_nested reads them: a close tag pops up to its opener; another close
+// without an opener is ignored. npos: not yet seen.
+struct NestedEnd {
+  size_t at = std::string_view::npos;
+  bool own = false;
+  bool incomplete = false;  // the text ends inside a tag: more may decide it
+};
+NestedEnd scan_nested(std::string_view body, std::string_view name, ScanCache& cache) {
+  std::vector<std::string>& open = cache.open;  // tags opened inside the body
+  for (size_t p = body.find(kM3Namespace, cache.scanned); p != std::string_view::npos;
+       p = body.find(kM3Namespace, p + 1)) {
+    cache.scanned = p;  // (resume at this token if it is incomplete)
+    const std::string_view after = body.substr(p + kM3Namespace.size());
+    const bool close = starts_with(after, 0, "</");
+    if (!close && !starts_with(after, 0, "<")) {
+      if (after.size() < 2) return {std::string_view::npos, false, true};
+      continue;
+    }
+    const size_t skip = close ? 2 : 1;
+    const size_t gt = after.find('>', skip);
+    if (gt == std::string_view::npos) return {std::string_view::npos, false, true};
+    const std::string_view tag = after.substr(skip, gt - skip);
+    if (!close) {
+      open.emplace_back(tag);
+      continue;
+    }
+    const auto it = std::find(open.rbegin(), open.rend(), tag);
+    if (it != open.rend()) {
+      open.erase(std::next(it).base(), open.end());
+    } else if (tag == name) {
+      return {p, true, false};  // closes the parameter (and children left open, as parse_nested does)
+    } else if (tag == "invoke" || tag == "tool_call") {
+      return {p, false, false};
+    }
+  }
+  // Nothing decisive yet: resume where a namespace token may still begin.
+  cache.scanned = std::max(cache.scanned, body.size() >= kM3Namespace.size() ? body.size() - kM3Namespace.size() + 1 : 0);
+  return {};
+}
+
 }  // namespace
 
 BlockStep read_m3_step(std::string_view text, const BlockReadContext& ctx) {
@@ -182,11 +256,11 @@ BlockStep read_m3_step(std::string_view text, const BlockReadContext& ctx) {
   const bool final = ctx.final;
   if (rest.empty()) return step(final ? BlockStep::kEof : BlockStep::kWait, i);
   if (starts_with(rest, 0, ctx.block_end)) return step(BlockStep::kEnd, i + ctx.block_end.size());
-  const size_t be = rest.find(ctx.block_end);
-  const bool cut = be != std::string_view::npos || final;  // an open element can never close
 
   if (!ctx.in_invoke) {
     if (starts_with(rest, 0, invoke_start)) {
+      const size_t be = rest.find(ctx.block_end);
+      const bool cut = be != std::string_view::npos || final;  // an open element can never close
       const size_t q = rest.find("\">", invoke_start.size());
       if (q == std::string_view::npos) return step(cut ? BlockStep::kBad : BlockStep::kWait, i);
       if (q == invoke_start.size() || be < q) return step(BlockStep::kBad, i);
@@ -205,43 +279,69 @@ BlockStep read_m3_step(std::string_view text, const BlockReadContext& ctx) {
   if (starts_with(rest, 0, open) && rest.size() > open.size()) {
     const size_t p = open.size();
     if (rest[p] == '/') return step(BlockStep::kBad, i);  // a close tag with no opener
-    const size_t ie = rest.find(invoke_end);
     const size_t gt = rest.find('>', p);
-    if (gt == std::string_view::npos) return step(cut ? BlockStep::kBad : BlockStep::kWait, i);
-    if (gt == p || ie < gt || be < gt) return step(BlockStep::kBad, i);
-    const std::string name(rest.substr(p, gt - p));
-    nlohmann::json property;  // null when unknown
-    if (ctx.fn_params != nullptr && ctx.fn_params->is_object()) {
-      auto props = ctx.fn_params->find("properties");
-      if (props != ctx.fn_params->end() && props->is_object()) {
-        auto it = props->find(name);
-        if (it != props->end()) property = *it;
-      }
+    if (gt == std::string_view::npos) {
+      const bool cut = final || rest.find(ctx.block_end) != std::string_view::npos;  // can never close
+      return step(cut ? BlockStep::kBad : BlockStep::kWait, i);
     }
-    const M3Type type = M3Type::from_property(property);
-    // A value that can only be a string (M3Type::convert gives such a value back verbatim; an
-    // unknown tool or parameter too) streams as it is written, once its first bytes show it is
-    // flat text: a body that begins with `NS<` is nested (or empty) and is read whole below.
-    if (type.candidates.size() == 1 && type.candidates[0] == M3Atom::kString) {
-      const std::string_view body = rest.substr(gt + 1);
-      if (!starts_with(body, 0, open)) {
-        if (!final && proper_prefix_of(body, open)) return step(BlockStep::kWait, i);
-        BlockStep s = step(BlockStep::kStringOpen, i + gt + 1);
-        s.name = name;
-        return s;
-      }
+    const std::string_view tag_text = rest.substr(0, gt);  // the tag must not run into a closing tag
+    if (gt == p || tag_text.find(invoke_end) != std::string_view::npos ||
+        tag_text.find(ctx.block_end) != std::string_view::npos)
+      return step(BlockStep::kBad, i);
+    const std::string name(rest.substr(p, gt - p));
+    const M3Type type = M3Type::of_parameter(ctx.fn_params, name);
+    const std::string_view body = rest.substr(gt + 1);
+    const size_t at = i + gt + 1;  // where the body starts in `text`
+    ScanCache local;
+    ScanCache& cache = ctx.cache != nullptr ? *ctx.cache : local;
+    if (cache.body_at != at) {
+      cache.reset();
+      cache.body_at = at;
     }
     const std::string close = std::string(kM3Namespace) + "</" + name + ">";
-    const size_t c = rest.find(close, gt + 1);
-    if (c == std::string_view::npos)
-      return step(cut || ie != std::string_view::npos ? BlockStep::kBad : BlockStep::kWait, i);
-    // The parameter must close inside its invoke and its block (a parameter called "invoke"
-    // or "tool_call" therefore never closes, as in vLLM's regexes).
-    if (ie <= c || be <= c) return step(BlockStep::kBad, i);
-    const std::string_view inner = rest.substr(gt + 1, c - gt - 1);
-    BlockStep s = step(BlockStep::kParam, i + c + close.size());
+    // Nested (or an empty object, `NS<k>NS</k>`): the body starts with `NS<`, after layout
+    // whitespace unless the value can only be a string (that streams from its first byte).
+    const bool string_only = type.candidates.size() == 1 && type.candidates[0] == M3Atom::kString;
+    size_t lead = 0;
+    if (!string_only)
+      while (lead < body.size() && is_space(body[lead])) ++lead;
+    if (!final && lead == body.size() && lead > 0) return step(BlockStep::kWait, i);
+    if (starts_with(body, lead, open)) {
+      const NestedEnd e = scan_nested(body, name, cache);
+      if (e.at == std::string_view::npos) return step(final ? BlockStep::kBad : BlockStep::kWait, i);
+      if (!e.own) return step(BlockStep::kBad, i);  // cut by `NS</invoke>` or the block end
+      BlockStep s = step(BlockStep::kParam, at + e.at + close.size());
+      s.name = name;
+      const std::string_view inner = body.substr(lead, e.at - lead);
+      s.value = inner.empty() ? type.convert("") : parse_nested(inner, type);
+      return s;
+    }
+    if (!final && proper_prefix_of(body.substr(lead), open)) return step(BlockStep::kWait, i);
+    // A value that can only be a string (M3Type::convert gives such a value back verbatim; an
+    // unknown tool or parameter too) streams as it is written.
+    if (string_only) {
+      BlockStep s = step(BlockStep::kStringOpen, at);
+      s.name = name;
+      return s;
+    }
+    // Flat: the value runs to the first NS.
+    const size_t n = body.find(kM3Namespace, cache.scanned);
+    if (n == std::string_view::npos) {
+      cache.scanned = body.size() >= kM3Namespace.size() ? body.size() - kM3Namespace.size() + 1 : 0;
+      return step(final ? BlockStep::kBad : BlockStep::kWait, i);
+    }
+    cache.scanned = n;
+    const std::string_view after = body.substr(n);
+    const std::string_view ie_tag = invoke_end, be_tag = ctx.block_end;
+    if (!final && (proper_prefix_of(after, close) || proper_prefix_of(after, ie_tag) ||
+                   proper_prefix_of(after, be_tag)))
+      return step(BlockStep::kWait, i);
+    // The parameter must close inside its invoke and its block (as in vLLM's regexes).
+    if (starts_with(after, 0, ie_tag) || starts_with(after, 0, be_tag)) return step(BlockStep::kBad, i);
+    const bool own = starts_with(after, 0, close);  // else a stray tag ends the value; it is read next
+    BlockStep s = step(BlockStep::kParam, at + n + (own ? close.size() : 0));
     s.name = name;
-    s.value = starts_with(inner, 0, open) ? parse_nested(inner, type) : type.convert(std::string(inner));
+    s.value = type.convert(std::string(body.substr(0, n)));
     return s;
   }
   if (!final && (proper_prefix_of(rest, open) || rest == open))
@@ -250,8 +350,25 @@ BlockStep read_m3_step(std::string_view text, const BlockReadContext& ctx) {
 }
 
 StringStep read_m3_string(std::string_view text, std::string_view name, std::string_view block_end, bool final) {
-  const std::string ns(kM3Namespace);
-  return read_string_to(text, ns + "</" + std::string(name) + ">", ns + "</invoke>", block_end, final);
+  const size_t n = text.find(kM3Namespace);
+  if (n == std::string_view::npos) {
+    if (final) return {text.size(), true, text.size()};
+    size_t keep = 0;  // a tail that may begin NS
+    for (size_t k = std::min(kM3Namespace.size() - 1, text.size()); k > 0; --k)
+      if (text.substr(text.size() - k) == kM3Namespace.substr(0, k)) {
+        keep = k;
+        break;
+      }
+    return {text.size() - keep, false, text.size() - keep};
+  }
+  const std::string own = std::string(kM3Namespace) + "</" + std::string(name) + ">";
+  const std::string invoke_end = std::string(kM3Namespace) + "</invoke>";
+  const std::string_view after = text.substr(n);
+  if (starts_with(after, 0, own)) return {n, true, n + own.size()};
+  if (!final && (proper_prefix_of(after, own) || proper_prefix_of(after, invoke_end) ||
+                 proper_prefix_of(after, block_end)))
+    return {n, false, n};
+  return {n, true, n};  // `NS</invoke>`, the block end, or a stray tag: left for read_m3_step
 }
 
 }  // namespace mmx::chat

@@ -3,6 +3,7 @@
 //   kReasoning --think_end--> kContent --block_start--> kToolBlock --block_end--> kContent
 //                             kContent --think_start (once)--> kReasoning
 //                                          kToolBlock --malformed--> kBadBlock --block_end--> kContent
+//   (M2: a `</think>` in the content is dropped, as vLLM's minimax_m2 reasoning parser does.)
 //
 // In kToolBlock the format's reader (tool_blocks.h) takes one element at a time off the front
 // of the buffer and each becomes a streamed tool-call piece; kBadBlock passes the rest of a
@@ -12,8 +13,10 @@
 // that is a proper prefix of a tag the current mode watches is held back until more text (or
 // finish()) decides it. That is what makes whole / per-byte / random chunking agree.
 //
-// Whitespace policy (the only text that is ever dropped, all of it tag syntax in the templates):
-//   * the "\n\n" separator after the reasoning end tag (leading CR/LF of the content);
+// Whitespace policy (the only text that is ever dropped, all of it tag syntax in the templates,
+// besides the calls to unknown tools that ParserOptions drops and M2's repeated `</think>`):
+//   * the "\n\n" separator after the reasoning end tag (leading CR/LF of the content), and the
+//     newlines right after an explicit reasoning start tag;
 //   * trailing whitespace of the reasoning (the template's "\n" before </think>);
 //   * whitespace-only content that directly precedes or follows a parsed tool-call block.
 #include "chat/output_parser.h"
@@ -87,6 +90,7 @@ struct OutputParser::State {
   Tags tags;
   ToolIndex tools;
   uint64_t id_seed;
+  ParserOptions opts;
   size_t n_calls = 0;
 
   Mode mode;
@@ -95,6 +99,7 @@ struct OutputParser::State {
   bool at_reasoning_start = false;  // kReasoning and nothing consumed: a repeated think_start too
   bool had_reasoning = false;       // think_start opens reasoning at most once
   bool strip_leading_nl = false;    // just left the reasoning: drop the separator newlines
+  bool strip_reasoning_nl = false;  // just read an explicit reasoning start tag: drop its newlines
   std::string pending_content_ws;   // trailing whitespace of the content, not yet released
   bool ws_after_tool = false;       // ... and it follows a parsed tool-call block
   std::string pending_reasoning_ws;
@@ -104,9 +109,18 @@ struct OutputParser::State {
   bool in_call = false;      // a call is open (M2/M3: after its invoke tag)
   ToolCall call;             // the open call, arguments so far
   const nlohmann::json* call_params = nullptr;  // its "parameters" schema, if the tool is known
+  // The open call's first piece (id, name) waits for its first element (a complete parameter, a
+  // string value's start, `</invoke>`, the block end): an invoke cut off before it is not a call,
+  // and its text (call_raw) is content. drop_call: a call to an unknown tool, read and dropped.
+  bool header_pending = false;
+  bool drop_call = false;
+  std::string call_raw;
+  std::vector<std::string> skipped_lines;  // M1: lines that are not calls, before the block's first call
+  ScanCache scan;  // the block reader's place in an element it waits for (tool_blocks.h)
   // String parameter streaming (after kStringOpen), see string_text().
   bool in_string = false;
   bool string_verbatim = false;  // M3: the value is the text as written (M2: stripped, null literals)
+  bool string_null_literals = true;  // M2: the words null/none/nil are null (m2_null_literals)
   std::string string_name;       // M3: the parameter, whose closing tag ends the value
   bool string_started = false;   // its opening quote was sent
   std::string string_held;       // before: the value so far (left-stripped); after: a held tail
@@ -115,8 +129,8 @@ struct OutputParser::State {
   bool prefix_sent = false;  // kM2AppendThink: "<think>" emitted
   bool finished = false;
 
-  State(OutputFormat f, const nlohmann::json& tools_json, bool starts_in_reasoning, uint64_t seed)
-      : format(f), tags(tags_for(f)), tools(tools_json), id_seed(seed) {
+  State(OutputFormat f, const nlohmann::json& tools_json, bool starts_in_reasoning, uint64_t seed, ParserOptions o)
+      : format(f), tags(tags_for(f)), tools(tools_json), id_seed(seed), opts(o) {
     bool reasoning = starts_in_reasoning && f != OutputFormat::kM2AppendThink;
     mode = reasoning ? Mode::kReasoning : Mode::kContent;
     at_reasoning_start = reasoning;
@@ -127,6 +141,11 @@ struct OutputParser::State {
   bool separates_reasoning() const { return format != OutputFormat::kM2AppendThink; }
 
   void emit_reasoning(std::string_view s, ParsedDelta& out) {
+    if (strip_reasoning_nl) {
+      while (!s.empty() && (s.front() == '\n' || s.front() == '\r')) s.remove_prefix(1);
+      if (s.empty()) return;
+      strip_reasoning_nl = false;
+    }
     if (s.empty()) return;
     size_t last = s.size();
     while (last > 0 && is_space(s[last - 1])) --last;
@@ -177,8 +196,8 @@ struct OutputParser::State {
     return "call_" + std::string(hex, 24);
   }
 
-  BlockStep read_step(bool final) const {
-    BlockReadContext ctx{tags.block_end, in_call, call_params, final};
+  BlockStep read_step(bool final) {
+    BlockReadContext ctx{tags.block_end, in_call, call_params, final, &scan};
     switch (format) {
       case OutputFormat::kM3:
         return read_m3_step(buf, ctx);
@@ -189,21 +208,46 @@ struct OutputParser::State {
     }
   }
 
-  void start_call(std::string name, ParsedDelta& out) {
-    if (!block_has_call) {
-      block_has_call = true;
-      block_raw.clear();
-      pending_content_ws.clear();  // whitespace before a parsed block is dropped
-    }
-    const size_t index = n_calls;
-    call = ToolCall{next_id(), std::move(name), ""};
+  // The block has a parsed call: what was held for a verbatim fallback goes.
+  void mark_block_has_call(ParsedDelta& out) {
+    if (block_has_call) return;
+    block_has_call = true;
+    block_raw.clear();
+    pending_content_ws.clear();  // whitespace before a parsed block is dropped
+    for (const std::string& line : skipped_lines) emit_content(line + "\n", out);  // M1 (kSkip)
+    skipped_lines.clear();
+  }
+
+  // `raw`: the opening tag's text, content again if the call is cut off before its first element.
+  void start_call(std::string name, std::string raw) {
+    call = ToolCall{"", std::move(name), ""};
     call_params = tools.parameters(call.name);
     in_call = true;
-    out.tool_call_deltas.push_back({index, call.id, call.name, ""});
+    drop_call = !opts.keep_unknown_tool_calls && !tools.empty() && call_params == nullptr;
+    header_pending = !drop_call;
+    call_raw = std::move(raw);
+  }
+
+  void send_header(ParsedDelta& out) {
+    if (!header_pending) return;
+    header_pending = false;
+    call_raw.clear();
+    mark_block_has_call(out);
+    call.id = next_id();
+    out.tool_call_deltas.push_back({n_calls - 1, call.id, call.name, ""});
+  }
+
+  void reset_call() {
+    call = ToolCall{};
+    call_params = nullptr;
+    in_call = header_pending = drop_call = false;
+    call_raw.clear();
   }
 
   // Adds to the open call's arguments; merged into this delta's piece of the call if it has one.
   void append_fragment(std::string fragment, ParsedDelta& out) {
+    if (drop_call) return;
+    send_header(out);
     call.arguments_json += fragment;
     const size_t index = n_calls - 1;
     if (out.tool_call_deltas.empty() || out.tool_call_deltas.back().index != index)
@@ -213,11 +257,21 @@ struct OutputParser::State {
 
   void end_call(ParsedDelta& out) {
     if (!in_call) return;
-    append_fragment(call.arguments_json.empty() ? "{}" : "}", out);
-    out.tool_calls.push_back(std::move(call));
-    call = ToolCall{};
-    call_params = nullptr;
-    in_call = false;
+    if (drop_call) {
+      mark_block_has_call(out);  // a dropped call is tool syntax, not content
+    } else {
+      append_fragment(call.arguments_json.empty() ? "{}" : "}", out);
+      out.tool_calls.push_back(std::move(call));
+    }
+    reset_call();
+  }
+
+  // The open call was cut off before its first element: it never showed, and its text is content
+  // (with the rest of the block; before the block's first call, the whole block is).
+  void abandon_call(ParsedDelta& out) {
+    if (!in_call || !header_pending) return;
+    if (block_has_call) emit_content(call_raw, out);
+    reset_call();
   }
 
   // ---- a string parameter's value, streamed as it is written ----
@@ -270,7 +324,7 @@ struct OutputParser::State {
       while (!t.empty() && is_space(t.front())) t.remove_prefix(1);
     string_held += t;
     const std::string_view v = rstrip(string_held);
-    if (v.empty() || maybe_null_literal(v)) return;
+    if (v.empty() || (string_null_literals && maybe_null_literal(v))) return;
     string_started = true;
     append_fragment("\"", out);
     release_string(std::move(string_held), out);
@@ -279,23 +333,33 @@ struct OutputParser::State {
     if (string_verbatim) {
       append_fragment(escape(string_held) + "\"", out);  // (a held incomplete character: U+FFFD)
     } else if (!string_started) {
-      append_fragment(dump_py(m2_convert(std::string(rstrip(string_held)), {"string"})), out);
+      append_fragment(dump_py(m2_convert(std::string(rstrip(string_held)), {"string"}, string_null_literals)), out);
     } else {
       if (!rstrip(string_held).empty()) append_fragment(escape(string_held), out);  // an incomplete character
       append_fragment("\"", out);
     }
     in_string = string_started = string_verbatim = false;
+    string_null_literals = true;
     string_held.clear();
     string_name.clear();
   }
 
   // The block went wrong at buf[skip..]: fall back as docs/output-parsing.md says.
   void fail_block(size_t skip, ParsedDelta& out) {
+    const bool abandoned = in_call && header_pending;
+    abandon_call(out);
+    if (abandoned && block_has_call) {  // the cut call's text and what follows are content
+      bad_block_keeps_end = false;
+      mode = Mode::kBadBlock;
+      return;
+    }
     if (block_has_call) {
       end_call(out);
       buf.erase(0, skip);  // whitespace next to the calls is syntax
       bad_block_keeps_end = false;
-    } else {
+    } else {  // (a dropped call's text included: it went wrong, so it was no call after all)
+      reset_call();
+      skipped_lines.clear();
       emit_content(tags.block_start + block_raw, out);
       block_raw.clear();
       bad_block_keeps_end = true;
@@ -305,8 +369,14 @@ struct OutputParser::State {
 
   // The block closed (`with_end`: by its end tag; else by the end of output) after `consumed`.
   void close_block(size_t consumed, bool with_end, ParsedDelta& out) {
-    if (block_has_call) {
+    if (with_end) {
       end_call(out);  // an invoke still open at the block end is closed by it
+    } else {
+      abandon_call(out);  // the end of output: an invoke that showed nothing is not a call
+      end_call(out);
+    }
+    skipped_lines.clear();  // (no call: they are in block_raw)
+    if (block_has_call) {
       ws_after_tool = true;
     } else {
       std::string raw = tags.block_start + block_raw + buf.substr(0, consumed);
@@ -324,7 +394,10 @@ struct OutputParser::State {
         const std::string& start = tags.think_start;
         if (at_reasoning_start) {
           if (!final && buf.size() < start.size() && start.compare(0, buf.size(), buf) == 0) return;
-          if (buf.compare(0, start.size(), start) == 0) buf.erase(0, start.size());
+          if (buf.compare(0, start.size(), start) == 0) {
+            buf.erase(0, start.size());
+            strip_reasoning_nl = true;
+          }
           at_reasoning_start = false;
         }
         size_t pos = buf.find(tags.think_end);
@@ -353,9 +426,14 @@ struct OutputParser::State {
         }
         at_output_start = false;
         bool watch_think = separates_reasoning() && !had_reasoning;
+        // vLLM's minimax_m2 reasoning parser strips every later `</think>` from the content.
+        const bool drop_think_end = format == OutputFormat::kM2;
         size_t pos_block = buf.find(tags.block_start);
         size_t pos_think = watch_think ? buf.find(tags.think_start) : std::string::npos;
-        if (pos_block != std::string::npos || pos_think != std::string::npos) {
+        size_t pos_end = drop_think_end ? buf.find(tags.think_end) : std::string::npos;
+        if (pos_end < std::min(pos_block, pos_think)) {
+          // handled below, after the earlier markers
+        } else if (pos_block != std::string::npos || pos_think != std::string::npos) {
           bool is_block = pos_block <= pos_think;  // npos is the largest value
           size_t pos = is_block ? pos_block : pos_think;
           emit_content(std::string_view(buf).substr(0, pos), out);
@@ -368,13 +446,20 @@ struct OutputParser::State {
             buf.erase(0, pos + tags.think_start.size());
             mode = Mode::kReasoning;
             had_reasoning = true;
+            strip_reasoning_nl = true;
           }
+          continue;
+        }
+        if (pos_end != std::string::npos) {  // M2: a repeated reasoning end tag is dropped
+          emit_content(std::string_view(buf).substr(0, pos_end), out);
+          buf.erase(0, pos_end + tags.think_end.size());
           continue;
         }
         size_t keep = 0;
         if (!final) {
           keep = partial_suffix(buf, tags.block_start);
           if (watch_think) keep = std::max(keep, partial_suffix(buf, tags.think_start));
+          if (drop_think_end) keep = std::max(keep, partial_suffix(buf, tags.think_end));
         }
         emit_content(std::string_view(buf).substr(0, buf.size() - keep), out);
         buf.erase(0, buf.size() - keep);
@@ -413,6 +498,7 @@ struct OutputParser::State {
         continue;
       }
       BlockStep st = read_step(final);
+      if (st.kind != BlockStep::kWait) scan.reset();  // text is consumed: the place is stale
       switch (st.kind) {
         case BlockStep::kWait:
           return;
@@ -428,11 +514,19 @@ struct OutputParser::State {
         default:
           break;
       }
-      if (!block_has_call) block_raw.append(buf, 0, st.consumed);
+      std::string raw = buf.substr(0, st.consumed);
+      if (!block_has_call) block_raw += raw;
+      if (header_pending) call_raw += raw;
       buf.erase(0, st.consumed);
       switch (st.kind) {
         case BlockStep::kInvokeOpen:
-          start_call(std::move(st.name), out);
+          start_call(std::move(st.name), std::move(raw));
+          break;
+        case BlockStep::kSkip:  // M1: not a call; content (held for the verbatim block before a call)
+          if (block_has_call)
+            emit_content(st.name + "\n", out);
+          else
+            skipped_lines.push_back(std::move(st.name));
           break;
         case BlockStep::kParam: {
           std::string piece = call.arguments_json.empty() ? "{" : ", ";
@@ -447,6 +541,7 @@ struct OutputParser::State {
           piece += dump_py(ojson(st.name));
           piece += ": ";
           in_string = true;
+          string_null_literals = st.null_literals;
           if (format == OutputFormat::kM3) {  // verbatim: the value has begun
             string_verbatim = string_started = true;
             string_name = std::move(st.name);
@@ -459,11 +554,14 @@ struct OutputParser::State {
           end_call(out);
           break;
         case BlockStep::kCall:  // M1: a whole call in one piece
-          start_call(std::move(st.name), out);
-          append_fragment(dump_py(st.value), out);
-          out.tool_calls.push_back(std::move(call));
-          call = ToolCall{};
-          in_call = false;
+          start_call(std::move(st.name), "");
+          if (!drop_call) {
+            append_fragment(dump_py(st.value), out);
+            out.tool_calls.push_back(std::move(call));
+          } else {
+            mark_block_has_call(out);
+          }
+          reset_call();
           break;
         default:
           break;
@@ -473,8 +571,8 @@ struct OutputParser::State {
 };
 
 OutputParser::OutputParser(OutputFormat format, const nlohmann::json& tools,
-                           bool starts_in_reasoning, uint64_t id_seed)
-    : s_(std::make_unique<State>(format, tools, starts_in_reasoning, id_seed)) {}
+                           bool starts_in_reasoning, uint64_t id_seed, ParserOptions options)
+    : s_(std::make_unique<State>(format, tools, starts_in_reasoning, id_seed, options)) {}
 
 OutputParser::~OutputParser() = default;
 OutputParser::OutputParser(OutputParser&&) noexcept = default;
@@ -508,8 +606,8 @@ ParsedDelta OutputParser::finish() {
 }
 
 ParsedDelta parse_full(OutputFormat format, std::string_view text, const nlohmann::json& tools,
-                       bool starts_in_reasoning, uint64_t id_seed) {
-  OutputParser p(format, tools, starts_in_reasoning, id_seed);
+                       bool starts_in_reasoning, uint64_t id_seed, ParserOptions options) {
+  OutputParser p(format, tools, starts_in_reasoning, id_seed, options);
   ParsedDelta out = p.feed(text);
   out.append(p.finish());
   return out;

@@ -15,7 +15,8 @@
 //     goes wrong before its first call opened is returned verbatim as content; one that goes
 //     wrong later keeps the calls already streamed (the open one is closed) and returns the
 //     rest of the block as content (docs/output-parsing.md, "Streaming tool calls");
-//   * tool calls stream: a call's id and name as soon as its opening tag parsed, then one
+//   * tool calls stream: a call's id and name as soon as its first element after the opening tag
+//     parsed (an invoke cut off before any never shows: it is content), then one
 //     arguments fragment per typed parameter as each closes (`{"k": v`, `, "k2": v2`, `}`) and a
 //     string parameter's value as it is written (M2 and M3: `, "k3": "`, `Pa`, `ris"`; never a
 //     UTF-8 character or JSON escape cut), and the whole ToolCall when it ends. M1 JSON lines come
@@ -80,6 +81,16 @@ Tags tags_for(OutputFormat f);
 // std::nullopt for anything else.
 std::optional<OutputFormat> output_format_from_name(std::string_view name);
 
+// Choices a server makes about odd model output (docs/api.md, "What the parsers do with odd model
+// output").
+struct ParserOptions {
+  // A call to a function the request's `tools` do not list is dropped (vLLM and SGLang drop it
+  // too): no piece, no ToolCall, no content; the next call gets the next index. true: it is
+  // emitted like any other (`mmx serve --keep-unknown-tool-calls`). A request without tools has
+  // nothing to check against: its calls are always emitted.
+  bool keep_unknown_tool_calls = false;
+};
+
 class OutputParser {
  public:
   // tools: the request's OpenAI tools array ([{"type":"function","function":{"name":..,
@@ -89,7 +100,7 @@ class OutputParser {
   //   kM2AppendThink, which never separates reasoning.
   // id_seed: seeds the tool-call ids (a chat turn passes its choice's: turn.h, TurnOptions::tool_call_id_seed).
   OutputParser(OutputFormat format, const nlohmann::json& tools, bool starts_in_reasoning,
-               uint64_t id_seed = 0);
+               uint64_t id_seed = 0, ParserOptions options = {});
   ~OutputParser();
   OutputParser(OutputParser&&) noexcept;
   OutputParser& operator=(OutputParser&&) noexcept;
@@ -107,6 +118,6 @@ class OutputParser {
 
 // Whole text at once: feed(text) followed by finish().
 ParsedDelta parse_full(OutputFormat format, std::string_view text, const nlohmann::json& tools,
-                       bool starts_in_reasoning, uint64_t id_seed = 0);
+                       bool starts_in_reasoning, uint64_t id_seed = 0, ParserOptions options = {});
 
 }  // namespace mmx::chat

@@ -63,14 +63,28 @@ BlockStep read_m2_step(std::string_view text, const BlockReadContext& ctx) {
   if (rest.empty()) return step(final ? BlockStep::kEof : BlockStep::kWait, i);
   if (rest.substr(0, ctx.block_end.size()) == ctx.block_end)
     return step(BlockStep::kEnd, i + ctx.block_end.size());
-  const size_t be = find(rest, ctx.block_end);
+  // Where this element's earlier calls stopped finding a closing tag (they waited): no
+  // `</parameter>`, `</invoke>` or block end starts before `from` in `rest`.
+  ScanCache local;
+  ScanCache& cache = ctx.cache != nullptr ? *ctx.cache : local;
+  if (cache.body_at != i) {
+    cache.reset();
+    cache.body_at = i;
+  }
+  const size_t from = cache.scanned;
+  auto waiting = [&]() {  // none of the closing tags is in `rest`: resume near its end
+    const size_t overlap = std::max({kParamEnd.size(), kInvokeEnd.size(), ctx.block_end.size()}) - 1;
+    cache.scanned = rest.size() > overlap ? rest.size() - overlap : 0;
+    return step(BlockStep::kWait, i);
+  };
+  const size_t be = find(rest, ctx.block_end, from);
   // The element is cut by the block end or the end of output: it can never complete.
   const bool cut = be != std::string_view::npos || final;
 
   if (!ctx.in_invoke) {
     if (rest.substr(0, kInvokeStart.size()) == kInvokeStart) {
       const size_t gt = rest.find('>', kInvokeStart.size());
-      if (gt == std::string_view::npos) return step(cut ? BlockStep::kBad : BlockStep::kWait, i);
+      if (gt == std::string_view::npos) return cut ? step(BlockStep::kBad, i) : waiting();
       const std::string_view seg = rest.substr(kInvokeStart.size(), gt - kInvokeStart.size());
       // The first '>' ends the name; if it is the one of `</invoke>` (or of the block end),
       // the opening tag has no '>' of its own.
@@ -89,13 +103,13 @@ BlockStep read_m2_step(std::string_view text, const BlockReadContext& ctx) {
   if (rest.substr(0, kInvokeEnd.size()) == kInvokeEnd)
     return step(BlockStep::kInvokeClose, i + kInvokeEnd.size());
   if (rest.substr(0, kParamStart.size()) == kParamStart) {
-    const size_t pe = find(rest, kParamEnd, kParamStart.size());
-    const size_t ie = find(rest, kInvokeEnd, kParamStart.size());
+    const size_t pe = find(rest, kParamEnd, std::max(from, kParamStart.size()));
+    const size_t ie = find(rest, kInvokeEnd, std::max(from, kParamStart.size()));
     // The name ends at the first '>', which must come before any closing tag.
     const size_t gt = rest.find('>', kParamStart.size());
     const size_t first_close = std::min({pe, ie, be});
     if (gt == std::string_view::npos)
-      return step(first_close != std::string_view::npos || final ? BlockStep::kBad : BlockStep::kWait, i);
+      return first_close != std::string_view::npos || final ? step(BlockStep::kBad, i) : waiting();
     if (gt >= first_close || gt == kParamStart.size()) return step(BlockStep::kBad, i);
     const std::string name = extract_name(rest.substr(kParamStart.size(), gt - kParamStart.size()));
     const nlohmann::json* prop = nullptr;
@@ -107,17 +121,19 @@ BlockStep read_m2_step(std::string_view text, const BlockReadContext& ctx) {
       }
     }
     const std::vector<std::string> types = m2_types_of(prop);
+    const bool null_literals = m2_null_literals(prop, types);
     if (m2_is_string_typed(types)) {  // its value streams as text (read_m2_string)
       BlockStep s = step(BlockStep::kStringOpen, i + gt + 1);
       s.name = name;
+      s.null_literals = null_literals;
       return s;
     }
     if (pe == std::string_view::npos)
-      return step(cut || ie != std::string_view::npos ? BlockStep::kBad : BlockStep::kWait, i);
+      return cut || ie != std::string_view::npos ? step(BlockStep::kBad, i) : waiting();
     if (before(ie, pe) || before(be, pe)) return step(BlockStep::kBad, i);
     BlockStep s = step(BlockStep::kParam, i + pe + kParamEnd.size());
     s.name = name;
-    s.value = m2_convert(std::string(strip(rest.substr(gt + 1, pe - gt - 1))), types);
+    s.value = m2_convert(std::string(strip(rest.substr(gt + 1, pe - gt - 1))), types, null_literals);
     return s;
   }
   if (!final && (proper_prefix_of(rest, kInvokeEnd) || proper_prefix_of(rest, kParamStart) ||
@@ -171,14 +187,17 @@ BlockStep read_m1_step(std::string_view text, const BlockReadContext& ctx) {
   const size_t line_end = std::min(rest.find('\n'), find(rest, ctx.block_end));
   if (line_end == std::string_view::npos && !ctx.final) return step(BlockStep::kWait, i);
   const std::string_view line = strip(rest.substr(0, line_end));
-  if (line.empty() || line.front() != '{' || line.back() != '}') return step(BlockStep::kBad, i);
-  if (json_nesting_depth(line) > 64) return step(BlockStep::kBad, i);  // dump_py recurses
+  const size_t consumed = line_end == std::string_view::npos ? text.size() : i + line_end;
+  BlockStep skip = step(BlockStep::kSkip, consumed);
+  skip.name = std::string(line);
+  if (line.empty() || line.front() != '{' || line.back() != '}') return skip;
+  if (json_nesting_depth(line) > 64) return skip;  // dump_py recurses
   ojson j = ojson::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return step(BlockStep::kBad, i);
+  if (j.is_discarded() || !j.is_object()) return skip;
   auto name = j.find("name");
   auto args = j.find("arguments");
-  if (name == j.end() || !name->is_string() || args == j.end()) return step(BlockStep::kBad, i);
-  BlockStep s = step(BlockStep::kCall, line_end == std::string_view::npos ? text.size() : i + line_end);
+  if (name == j.end() || !name->is_string() || args == j.end()) return skip;
+  BlockStep s = step(BlockStep::kCall, consumed);
   s.name = name->get<std::string>();
   s.value = std::move(*args);
   return s;

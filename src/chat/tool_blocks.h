@@ -34,12 +34,29 @@ struct BlockStep {
                    // = key; its value follows as text, read with read_m2_string / read_m3_string
     kInvokeClose,  // M2/M3 `</invoke>`
     kCall,         // one M1 JSON line: `name`, `value` = its "arguments" (any JSON)
+    kSkip,         // M1: a line that is not a call (`name` = the line, stripped); the next one may be
     kBad,          // the text after `consumed` (leading whitespace) is not what may come here
   };
   Kind kind = kWait;
   size_t consumed = 0;  // bytes of the input this step used (leading whitespace included)
   std::string name;
   ojson value;
+  bool null_literals = true;  // M2 kStringOpen: the words null/none/nil are null (m2_null_literals)
+};
+
+// Where a reader got to in the element at the front of the text while it waited (kWait), so that
+// the next call resumes there instead of re-reading a long element from its start (which made a
+// long M3 parameter fed token by token quadratic). Only a place to resume, never a decision; valid
+// until a step consumes text (OutputParser resets it then).
+struct ScanCache {
+  size_t body_at = std::string_view::npos;  // where the element's body starts in the text
+  size_t scanned = 0;                        // body bytes already scanned
+  std::vector<std::string> open;             // M3 nested: the tags open inside the body so far
+  void reset() {
+    body_at = std::string_view::npos;
+    scanned = 0;
+    open.clear();
+  }
 };
 
 struct BlockReadContext {
@@ -47,6 +64,7 @@ struct BlockReadContext {
   bool in_invoke = false;                // M2/M3: after an invoke's opening tag
   const nlohmann::json* fn_params = nullptr;  // the open invoke's "parameters" schema, if known
   bool final = false;                    // no more text will come
+  ScanCache* cache = nullptr;            // M3: where to resume (may be null: read from the start)
 };
 
 // M2: `\n<invoke name="f">\n<parameter name="k">v</parameter>\n...</invoke>\n...`
@@ -70,9 +88,10 @@ struct StringStep {
 StringStep read_m2_string(std::string_view text, std::string_view block_end, bool final);
 
 // M3, inside the flat string parameter `name` (after kStringOpen): the value, verbatim, runs to
-// the first `NS</name>`, or, when the model never writes it, to the first `NS</invoke>`, block end
-// or end of output (a parameter named "invoke" or "tool_call" ends at that tag, which then closes
-// the invoke or block: vLLM's parameter never closes there either).
+// the first namespace token NS (the model writes NS only as structure, never inside a value).
+// `NS</name>` there closes it (consumed); `NS</invoke>` or the block end close it and are left;
+// any other tag (`NS</wrong>`, `NS<k>`) ends the value too and is left for read_m3_step (a
+// close tag without opener makes the block go wrong there; an opening tag is the next parameter).
 StringStep read_m3_string(std::string_view text, std::string_view name, std::string_view block_end, bool final);
 
 // What both do: the value runs to the first `own_close` (consumed with it), else to the first
@@ -82,7 +101,8 @@ StringStep read_string_to(std::string_view text, std::string_view own_close, std
                           std::string_view block_end, bool final);
 
 // Text-01 / M1: one `{"name": "f", "arguments": {...}}` JSON object per non-empty line; with
-// `final` the last line needs no newline (vLLM also parses a block still open at the end).
+// `final` the last line needs no newline (vLLM also parses a block still open at the end). Each
+// line is independent (vLLM): one that is not such an object is kSkip, and the next line is read.
 BlockStep read_m1_step(std::string_view text, const BlockReadContext& ctx);
 
 inline constexpr std::string_view kM3Namespace = "]<]minimax[>[";

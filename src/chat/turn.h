@@ -51,6 +51,7 @@ struct TurnOptions {
   int64_t default_max_tokens = 0;     // max_tokens when gen.max_tokens is none (0 = up to the context)
   double drop_reasoning_over = 0;     // 0 = off; else a fraction of the context (prompt.h)
   bool special_in_content = false;    // prompt.h
+  ParserOptions parser;               // what the OutputParser does with odd output (output_parser.h)
   // What makes this turn's tool-call ids differ from other turns' (the server: the time and a turn
   // counter; `mmx chat`: the turn's sampling seed, so a seeded session repeats). The ONE rule for
   // the ids of choice i: OutputParser id seed = tool_call_id_seed + 7919 * i (prepare_turn).

@@ -232,9 +232,20 @@ std::vector<std::string> m2_types_of(const nlohmann::json* property_schema) {
   return types;
 }
 
-ojson m2_convert(const std::string& value, const std::vector<std::string>& types) {
+bool m2_null_literals(const nlohmann::json* property_schema, const std::vector<std::string>& types) {
+  if (property_schema == nullptr) return true;
+  bool has_null = false, has_string = false;
+  for (const auto& t : types) {
+    const std::string l = lower(t);
+    has_null = has_null || l == "null";
+    has_string = has_string || l == "string" || l == "str" || l == "text";
+  }
+  return has_null || !has_string;
+}
+
+ojson m2_convert(const std::string& value, const std::vector<std::string>& types, bool null_literals) {
   const std::string low = lower(value);
-  if (low == "null" || low == "none" || low == "nil") return nullptr;
+  if (null_literals && (low == "null" || low == "none" || low == "nil")) return nullptr;
   std::vector<std::string> norm;
   for (const auto& t : types) norm.push_back(lower(t));
   auto has = [&](const char* t) {
@@ -401,7 +412,10 @@ M3Type M3Type::from_property(const nlohmann::json& property) {
 bool M3Type::has(M3Atom a) const { return std::count(candidates.begin(), candidates.end(), a) > 0; }
 
 ojson M3Type::convert(const std::string& text) const {
+  // Empty text: the string "" when a string is allowed (the template writes "" as an empty tag,
+  // and omits nulls), else {} / [] / null by type.
   if (text.empty()) {
+    if (has(M3Atom::kString)) return "";
     if (has(M3Atom::kObject)) return ojson::object();
     if (has(M3Atom::kArray)) return ojson::array();
     if (has(M3Atom::kNone)) return nullptr;
@@ -456,6 +470,12 @@ std::optional<M3Type> sub_type(const nlohmann::json& schema, Get get) {
 
 std::optional<M3Type> M3Type::property(const std::string& key) const {
   return sub_type(schema, [&](const nlohmann::json& s) { return get_property(s, key); });
+}
+
+M3Type M3Type::of_parameter(const nlohmann::json* parameters, const std::string& key) {
+  if (parameters == nullptr) return from_property(nullptr);
+  std::optional<M3Type> t = sub_type(*parameters, [&](const nlohmann::json& s) { return get_property(s, key); });
+  return t ? std::move(*t) : from_property(nullptr);
 }
 
 std::optional<M3Type> M3Type::item(size_t index) const {

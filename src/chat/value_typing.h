@@ -3,7 +3,8 @@
 //
 // Two rule sets, because vLLM's M2 and M3 parsers differ and we mirror each:
 //   * m2_convert: vLLM minimax_m2_tool_parser `_convert_param_value_with_types`: the literal
-//     null/none/nil (any case) -> null; then by type priority integer > number > boolean >
+//     null/none/nil (any case) -> null (unless the schema declares a string and no null: then the
+//     word is the string, m2_null_literals); then by type priority integer > number > boolean >
 //     object/array (any JSON) > string (raw); nothing fits -> JSON if it parses, else raw.
 //   * M3Type::convert: vLLM `_llm_nom` data_type.py: every schema candidate type converts with
 //     a confidence, the most confident wins; empty text -> {} / [] / null / "" by type.
@@ -32,6 +33,7 @@ std::string dump_py(const ojson& j);
 class ToolIndex {
  public:
   explicit ToolIndex(const nlohmann::json& tools);
+  bool empty() const { return tools_.empty(); }
   // The "parameters" schema of `name`, or nullptr when the tool is unknown.
   const nlohmann::json* parameters(std::string_view name) const;
 
@@ -44,7 +46,12 @@ class ToolIndex {
 // Type names of a property schema ("type" string/list, enum-inferred, anyOf/oneOf/allOf);
 // {"string"} when nothing is found or the schema is not an object.
 std::vector<std::string> m2_types_of(const nlohmann::json* property_schema);
-ojson m2_convert(const std::string& value, const std::vector<std::string>& types);
+// Whether the literal null/none/nil (any case) of a parameter with this schema (nullptr: unknown
+// tool or parameter) is null: yes unless the schema declares a string type and allows no null
+// (`{"enum": ["none", "auto"]}`: the word "none" stays the string). vLLM and SGLang make it null
+// whatever the schema, which turns a string "none" into null.
+bool m2_null_literals(const nlohmann::json* property_schema, const std::vector<std::string>& types);
+ojson m2_convert(const std::string& value, const std::vector<std::string>& types, bool null_literals = true);
 
 // ---- M3 rules ----
 
@@ -55,6 +62,9 @@ struct M3Type {
   nlohmann::json schema;           // the property schema (null when there is none)
 
   static M3Type from_property(const nlohmann::json& property);
+  // The type of parameter `key` of a function's "parameters" schema: its `properties`, or those of
+  // the branches of a top-level anyOf / oneOf / allOf; a string when the schema says nothing.
+  static M3Type of_parameter(const nlohmann::json* parameters, const std::string& key);
   bool has(M3Atom a) const;
   ojson convert(const std::string& text) const;
   // Sub-schemas; std::nullopt when the schema says nothing about the key / item.

@@ -86,6 +86,7 @@ chat::PreparedTurn Server::prepare_chat_turn(ChatRequest& cr) {
   o.default_max_tokens = opts_.default_max_tokens;
   o.drop_reasoning_over = opts_.drop_reasoning_over;
   o.special_in_content = opts_.special_in_content;
+  o.parser.keep_unknown_tool_calls = opts_.keep_unknown_tool_calls;
   o.tool_call_id_seed = tool_call_id_seed();
   o.on_prompt = [this](const chat::ChatPrompt& p) {
     if (p.dropped_reasoning_turns > 0) metrics_.count_dropped_reasoning(p.dropped_reasoning_turns);

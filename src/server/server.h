@@ -58,6 +58,9 @@ struct ServerOptions {
   // false: special-token strings in client content are tokenized as text (chat/prompt.h); true: as
   // special tokens (--special-tokens-in-content, for clients that build raw prompts in messages).
   bool special_in_content = false;
+  // Calls to a function the request's tools do not list: dropped (false, as vLLM and SGLang do)
+  // or emitted (--keep-unknown-tool-calls). chat/output_parser.h, ParserOptions.
+  bool keep_unknown_tool_calls = false;
   size_t max_header_bytes = size_t(32) << 10;  // their total size (names + values); more get 431
   // The front's deadlines and caps (front.h); its head, body and key limits are set from the
   // fields above by start().

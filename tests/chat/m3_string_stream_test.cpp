@@ -78,8 +78,8 @@ TEST(M3StringStream, PiecesAsWritten) {
                       {NS + "<tool_call>\n" + NS + "<invoke name=\"run_code\">" + NS + "<code>", "pri", "nt(1)",
                        "\n]<]mini", "max[>[</co", "de>" + NS + "<timeout>", "2.5" + NS + "</timeout>",
                        NS + "</invoke>\n" + NS + "</tool_call>"});
-  EXPECT_EQ(pieces(d[0]), "[0 run_code ]");        // nothing of the value yet: it may be nested
-  EXPECT_EQ(pieces(d[1]), R"([0 {"code": "pri])");  // flat text: the key and the text so far
+  EXPECT_EQ(pieces(d[0]), "");                      // nothing of the value yet: it may be nested
+  EXPECT_EQ(pieces(d[1]), R"([0 run_code {"code": "pri])");  // flat text: the call, the key and the text so far
   EXPECT_EQ(pieces(d[2]), "[0 nt(1)]");
   EXPECT_EQ(pieces(d[3]), "[0 \\n]");               // "]<]mini" may begin the closing tag
   EXPECT_EQ(pieces(d[4]), "");
@@ -96,10 +96,13 @@ TEST(M3StringStream, HeldTagPrefixThatIsTextAfterAll) {
                                           "x" + NS + "<b>" + NS + "</co", "dex>" + NS + "</code>",
                                           NS + "</invoke>" + NS + "</tool_call>"});
   EXPECT_EQ(pieces(d[0]), R"([0 run_code {"code": "a])");
-  EXPECT_EQ(pieces(d[1]), "[0 ]<]minix" + NS + "<b>]");  // "NS</co" may still be NS</code>
-  EXPECT_EQ(pieces(d[2]), "[0 " + NS + "</codex>\"]");
+  // "]<]mini" + "x" is text; the namespace token is never part of a value: NS<b> ends it (and is
+  // read as the next parameter, whose stray NS</codex> makes the block go wrong: content).
+  EXPECT_EQ(pieces(d[1]), "[0 ]<]minix\"]");
+  EXPECT_EQ(pieces(d[2]), "");
+  EXPECT_EQ(d[3].content, NS + "<b>" + NS + "</codex>" + NS + "</code>" + NS + "</invoke>");
   EXPECT_EQ(only_call_args(block(invoke("run_code", param("code", "a]<]minix" + NS + "<b>" + NS + "</codex>")))),
-            nlohmann::json({{"code", "a]<]minix" + NS + "<b>" + NS + "</codex>"}}));
+            nlohmann::json({{"code", "a]<]minix"}}));
 }
 
 TEST(M3StringStream, LongStringsEscapesAndMultibyteText) {
@@ -124,9 +127,9 @@ TEST(M3StringStream, ValueStartsLikeATagButIsText) {
   EXPECT_EQ(only_call_args(block(invoke("run_code", param("code", "")))), nlohmann::json({{"code", ""}}));
   auto d = feed_parts(OutputFormat::kM3, {NS + "<tool_call>" + NS + "<invoke name=\"run_code\">" + NS + "<code>" + NS,
                                           "<a>1" + NS + "</a>", NS + "</code>" + NS + "</invoke>" + NS + "</tool_call>"});
-  EXPECT_EQ(pieces(d[0]), "[0 run_code ]");
+  EXPECT_EQ(pieces(d[0]), "");
   EXPECT_EQ(pieces(d[1]), "");  // nested: whole at its close
-  EXPECT_EQ(pieces(d[2]), R"([0 {"code": {"a": "1"}}])");
+  EXPECT_EQ(pieces(d[2]), R"([0 run_code {"code": {"a": "1"}}])");
 }
 
 TEST(M3StringStream, WhichParametersStream) {
@@ -146,9 +149,9 @@ TEST(M3StringStream, WhichParametersStream) {
   EXPECT_FALSE(streamed("n", "12345"));        // typed: whole at its close
   EXPECT_FALSE(streamed("sn", "hello"));       // may be null ("null" -> null): whole
   EXPECT_EQ(only_call_args(block(invoke("f", param("sn", "null"))), tools), nlohmann::json({{"sn", nullptr}}));
-  // An unknown tool: every parameter is a string.
-  EXPECT_TRUE(byte_pieces(block(invoke("nope", param("x", "12345")))).size() >= 6);
-  EXPECT_EQ(only_call_args(block(invoke("nope", param("x", "12345")))), nlohmann::json({{"x", "12345"}}));
+  // An unknown tool (a request without tools: its calls are kept): every parameter is a string.
+  EXPECT_TRUE(byte_pieces(block(invoke("nope", param("x", "12345"))), nlohmann::json()).size() >= 6);
+  EXPECT_EQ(only_call_args(block(invoke("nope", param("x", "12345"))), nlohmann::json()), nlohmann::json({{"x", "12345"}}));
 }
 
 // The rule for a string whose closing tag never comes (docs/output-parsing.md): what was written
@@ -170,10 +173,15 @@ TEST(M3StringStream, MalformedAfterAPartiallyStreamedString) {
   d = parse_all_modes(OutputFormat::kM3, head + "\n", false);
   ASSERT_EQ(d.tool_calls.size(), 1u);
   EXPECT_EQ(d.tool_calls[0].arguments_json, "{\"code\": \"print(\\\"hi\\n\"}");
-  // ... or inside a held tag prefix, which is then text.
+  // ... or inside a held tag prefix: the namespace token ends the value; the cut tag is content.
   d = parse_all_modes(OutputFormat::kM3, head + "]<]minimax[>[</co", false);
   ASSERT_EQ(d.tool_calls.size(), 1u);
-  EXPECT_EQ(nlohmann::json::parse(d.tool_calls[0].arguments_json)["code"], "print(\"hi]<]minimax[>[</co");
+  EXPECT_EQ(nlohmann::json::parse(d.tool_calls[0].arguments_json)["code"], "print(\"hi");
+  EXPECT_EQ(d.content, "]<]minimax[>[</co");
+  // ... and a partial namespace token is text.
+  d = parse_all_modes(OutputFormat::kM3, head + "]<]mini", false);
+  ASSERT_EQ(d.tool_calls.size(), 1u);
+  EXPECT_EQ(nlohmann::json::parse(d.tool_calls[0].arguments_json)["code"], "print(\"hi]<]mini");
   // Junk after a streamed string: the call ends with what had closed; the junk is content.
   d = parse_all_modes(OutputFormat::kM3, head + NS + "</code>junk" + NS + "</tool_call>", false);
   ASSERT_EQ(d.tool_calls.size(), 1u);

@@ -138,7 +138,12 @@ void fuzz_format(OutputFormat f, int n_samples) {
     bool sir = (seed % 2) == 0;
     SCOPED_TRACE("seed " + std::to_string(seed) + " text: " + s.text);
     ParsedDelta d;
-    ASSERT_NO_THROW(d = testing::parse_all_modes(f, s.text, sir));
+    // The random names include unknown ones: kept here, or their calls (and the words inside)
+    // would be dropped by design (ParserOptions); the default is checked for stream == whole.
+    ParserOptions keep;
+    keep.keep_unknown_tool_calls = true;
+    ASSERT_NO_THROW(testing::parse_all_modes(f, s.text, sir));
+    ASSERT_NO_THROW(d = testing::parse_all_modes(f, s.text, sir, testing::test_tools(), keep));
     // Markers are separated by spaces from their neighbours, so a word can only vanish if the
     // parser dropped text.
     n_with_calls += !d.tool_calls.empty();

@@ -29,18 +29,22 @@ TEST(Malformed, OnlyTheEndTag) {
   EXPECT_TRUE(d.empty()) << testing::describe(d);
 }
 
+// M2: every later </think> is dropped from the content (vLLM's minimax_m2 reasoning parser,
+// DOUBLE_END_TOKEN); it used to leak into the content.
 TEST(Malformed, StrayThinkEndTwice) {
   auto d = parse_all_modes(kM2, "r</think>\n\nanswer</think>more", true);
   EXPECT_EQ(d.reasoning, "r");
-  EXPECT_EQ(d.content, "answer</think>more");
+  EXPECT_EQ(d.content, "answermore");
   d = parse_all_modes(kM2, "</think>a</think>b", false);
-  EXPECT_EQ(d.content, "a</think>b");
+  EXPECT_EQ(d.content, "ab");
+  d = parse_all_modes(kM3, "</mm:think>a</mm:think>b", false);  // M3: a later end tag is content (vLLM)
+  EXPECT_EQ(d.content, "a</mm:think>b");
 }
 
 TEST(Malformed, SecondThinkStartIsContent) {
   auto d = parse_all_modes(kM2, "r</think>\n\nx<think>y</think>z", true);
   EXPECT_EQ(d.reasoning, "r");
-  EXPECT_EQ(d.content, "x<think>y</think>z");
+  EXPECT_EQ(d.content, "x<think>yz");  // (the </think> is dropped: StrayThinkEndTwice)
 }
 
 TEST(Malformed, PartialTagsAtTheEndAreText) {
@@ -142,10 +146,10 @@ TEST(Malformed, MissingParameterEnd) {
   std::string typed =
       "<minimax:tool_call><invoke name=\"get_weather\"><parameter name=\"days\">3</invoke>"
       "</minimax:tool_call>";
+  // The invoke never got an element: it is not a call, and the block is content as written.
   d = parse_all_modes(kM2, typed, false);
-  ASSERT_EQ(d.tool_calls.size(), 1u);
-  EXPECT_EQ(d.tool_calls[0].arguments_json, "{}");
-  EXPECT_EQ(d.content, "<parameter name=\"days\">3</invoke>");
+  EXPECT_TRUE(d.tool_calls.empty());
+  EXPECT_EQ(d.content, typed);
 }
 
 TEST(Malformed, ParameterWithoutEndSwallowsTheNextOneLikeVllm) {
@@ -169,7 +173,9 @@ TEST(Malformed, UnknownToolIsBestEffortStrings) {
   std::string block =
       "<minimax:tool_call><invoke name=\"no_such_tool\"><parameter name=\"n\">5</parameter>"
       "<parameter name=\"obj\">{\"a\": 1}</parameter></invoke></minimax:tool_call>";
-  auto d = parse_all_modes(kM2, block, false);
+  ParserOptions keep;  // (by default the call is dropped: odd_output_test.cpp)
+  keep.keep_unknown_tool_calls = true;
+  auto d = parse_all_modes(kM2, block, false, testing::test_tools(), keep);
   ASSERT_EQ(d.tool_calls.size(), 1u);
   EXPECT_EQ(d.tool_calls[0].name, "no_such_tool");
   EXPECT_EQ(d.tool_calls[0].arguments_json, R"({"n": "5", "obj": "{\"a\": 1}"})");
@@ -188,11 +194,12 @@ TEST(Malformed, BadJsonInTypedParametersFallsBackToString) {
       "</invoke></minimax:tool_call>";
   auto d = parse_all_modes(kM2, block, false);
   ASSERT_EQ(d.tool_calls.size(), 1u);
-  // vLLM's rules: the literal None/null/nil is null even for a string parameter.
+  // The word None is the string for a string parameter that allows no null (m2_null_literals;
+  // vLLM makes it null).
   EXPECT_EQ(
       d.tool_calls[0].arguments_json,
       R"({"days": "three", "ratio": "1/2", "metric": "maybe", "opts": "{lang: en", "tags": "[\"a\",", )"
-      R"("city": null})");
+      R"("city": "None"})");
 }
 
 TEST(Malformed, ToolBlockInsideReasoningStaysReasoning) {
@@ -222,22 +229,21 @@ TEST(Malformed, M3Truncated) {
   ASSERT_EQ(d.tool_calls.size(), 1u);
   EXPECT_EQ(d.tool_calls[0].arguments_json, R"({"city": "Pa"})");
   EXPECT_EQ(d.content, "");
-  // days is an integer: typed only once its closing tag comes, which never does.
+  // days is an integer: typed only once its closing tag comes, which never does; so the invoke
+  // got no element, is no call, and the block is content as written (vLLM alike).
   text = "]<]minimax[>[<tool_call>\n]<]minimax[>[<invoke name=\"get_weather\">]<]minimax[>[<days>3";
   d = parse_all_modes(kM3, text, false);
-  ASSERT_EQ(d.tool_calls.size(), 1u);
-  EXPECT_EQ(d.tool_calls[0].arguments_json, "{}");
-  EXPECT_EQ(d.content, "]<]minimax[>[<days>3");
+  EXPECT_TRUE(d.tool_calls.empty());
+  EXPECT_EQ(d.content, text);
 }
 
 TEST(Malformed, M3StrayTextBetweenParameters) {
   std::string text =
       "]<]minimax[>[<tool_call>]<]minimax[>[<invoke name=\"get_weather\">junk]<]minimax[>[<city>A"
       "]<]minimax[>[</city>]<]minimax[>[</invoke>]<]minimax[>[</tool_call>";
-  auto d = parse_all_modes(kM3, text, false);
-  ASSERT_EQ(d.tool_calls.size(), 1u);
-  EXPECT_EQ(d.tool_calls[0].arguments_json, "{}");
-  EXPECT_EQ(d.content, "junk]<]minimax[>[<city>A]<]minimax[>[</city>]<]minimax[>[</invoke>");
+  auto d = parse_all_modes(kM3, text, false);  // the invoke got no element: the block is content
+  EXPECT_TRUE(d.tool_calls.empty());
+  EXPECT_EQ(d.content, text);
   // Stray text before the first invoke: the whole block is content.
   std::string early = "]<]minimax[>[<tool_call> junk ]<]minimax[>[</tool_call>";
   d = parse_all_modes(kM3, early, false);
@@ -263,11 +269,16 @@ TEST(Malformed, M1BadLineAfterAGoodOneIsContent) {
   ASSERT_EQ(d.tool_calls.size(), 1u);
   EXPECT_EQ(d.tool_calls[0].arguments_json, "{}");
   EXPECT_EQ(d.content, "not json");
-  // A bad first line: the whole block is content.
-  std::string first = "<tool_calls>\nnot json\n{\"name\": \"f\", \"arguments\": {}}\n</tool_calls>";
+  // A bad first line: each line is independent (vLLM), the call after it stands.
+  std::string first = "<tool_calls>\nnot json\n{\"name\": \"run_code\", \"arguments\": {}}\n</tool_calls>";
   d = parse_all_modes(kM1, first, false);
+  ASSERT_EQ(d.tool_calls.size(), 1u);
+  EXPECT_EQ(d.content, "not json");
+  // No line is a call: the block is content as written.
+  std::string none = "<tool_calls>\nnot json\n{\"x\": 1}\n</tool_calls>";
+  d = parse_all_modes(kM1, none, false);
   EXPECT_TRUE(d.tool_calls.empty());
-  EXPECT_EQ(d.content, first);
+  EXPECT_EQ(d.content, none);
 }
 
 TEST(Malformed, FeedAfterFinishIsIgnored) {

@@ -226,7 +226,9 @@ TEST(M3, NullOmittedAndSeveralInvokes) {
 TEST(M3, UnknownToolKeepsStrings) {
   std::string text =
       m3_block(m3_invoke("search", tag("q", "42") + tag("filters", tag("site", "a.b"))));
-  auto d = parse_all_modes(kM3, text, false);
+  ParserOptions keep;  // (by default a call to a tool the request does not list is dropped)
+  keep.keep_unknown_tool_calls = true;
+  auto d = parse_all_modes(kM3, text, false, testing::test_tools(), keep);
   ASSERT_EQ(d.tool_calls.size(), 1u);
   EXPECT_EQ(d.tool_calls[0].arguments_json, R"({"q": "42", "filters": {"site": "a.b"}})");
 }

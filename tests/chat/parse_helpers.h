@@ -73,8 +73,9 @@ inline void expect_pieces_match_calls(const std::vector<ParsedDelta>& deltas) {
 // Feeds `text` cut at the given (increasing) offsets, then finish(); concatenates the deltas
 // (and checks the streamed tool-call pieces of the run against its whole calls).
 inline ParsedDelta parse_cut(OutputFormat f, std::string_view text, const std::vector<size_t>& cuts,
-                             bool starts_in_reasoning, const nlohmann::json& tools = test_tools()) {
-  OutputParser p(f, tools, starts_in_reasoning, /*id_seed=*/7);
+                             bool starts_in_reasoning, const nlohmann::json& tools = test_tools(),
+                             ParserOptions opts = {}) {
+  OutputParser p(f, tools, starts_in_reasoning, /*id_seed=*/7, opts);
   std::vector<ParsedDelta> deltas;
   size_t prev = 0;
   for (size_t c : cuts) {
@@ -111,23 +112,23 @@ inline void expect_same(const ParsedDelta& a, const ParsedDelta& b, const std::s
 // Parses `text` whole (one feed), byte by byte, with an empty delta between bytes, and in
 // random chunk sizes for several seeds; expects identical results and returns the whole one.
 inline ParsedDelta parse_all_modes(OutputFormat f, std::string_view text, bool starts_in_reasoning,
-                                   const nlohmann::json& tools = test_tools()) {
-  ParsedDelta whole = parse_cut(f, text, {}, starts_in_reasoning, tools);
+                                   const nlohmann::json& tools = test_tools(), ParserOptions opts = {}) {
+  ParsedDelta whole = parse_cut(f, text, {}, starts_in_reasoning, tools, opts);
   std::vector<size_t> bytes;
   for (size_t i = 1; i < text.size(); ++i) bytes.push_back(i);
-  expect_same(whole, parse_cut(f, text, bytes, starts_in_reasoning, tools), "byte by byte");
+  expect_same(whole, parse_cut(f, text, bytes, starts_in_reasoning, tools, opts), "byte by byte");
   std::vector<size_t> doubled;  // every cut twice: empty deltas in between
   for (size_t c : bytes) {
     doubled.push_back(c);
     doubled.push_back(c);
   }
-  expect_same(whole, parse_cut(f, text, doubled, starts_in_reasoning, tools), "with empty deltas");
+  expect_same(whole, parse_cut(f, text, doubled, starts_in_reasoning, tools, opts), "with empty deltas");
   for (uint32_t seed = 1; seed <= 8; ++seed) {
     std::mt19937 rng(seed);
     std::uniform_int_distribution<size_t> step(1, 9);  // token-sized pieces
     std::vector<size_t> cuts;
     for (size_t c = step(rng); c < text.size(); c += step(rng)) cuts.push_back(c);
-    expect_same(whole, parse_cut(f, text, cuts, starts_in_reasoning, tools),
+    expect_same(whole, parse_cut(f, text, cuts, starts_in_reasoning, tools, opts),
                 "random chunks, seed " + std::to_string(seed));
   }
   return whole;

@@ -2,7 +2,9 @@
 // pieces' agreement with the whole calls, in every chunking, is checked for every case of the
 // parser suite by parse_helpers.h (expect_pieces_match_calls); here we check the timing: a
 // call's id and name as soon as its opening tag parsed, one fragment per parameter as it
-// closes, the closing brace at `</invoke>`, indices running across blocks.
+// closes, the closing brace at `</invoke>`, indices running across blocks. A call's id and name
+// wait for its first element (a closed parameter, a string value's start, `</invoke>`): an invoke
+// cut off before it is no call.
 #include "parse_helpers.h"
 
 namespace mmx::chat {
@@ -18,10 +20,10 @@ TEST(ToolCallStream, M2ArgumentsStreamPerParameter) {
                        "\n<parameter name=\"days\">3</parameter>\n", "</invoke>",
                        "\n</minimax:tool_call>"});
   EXPECT_EQ(d[0].content, "Checking.");
-  EXPECT_EQ(pieces(d[0]), "[0 get_weather ]");  // id + name before any argument
-  ASSERT_EQ(d[0].tool_call_deltas.size(), 1u);
-  EXPECT_EQ(d[0].tool_call_deltas[0].id.rfind("call_", 0), 0u);
-  EXPECT_EQ(pieces(d[1]), R"([0 {"city": "Pa])");  // a string value streams as it is written
+  EXPECT_EQ(pieces(d[0]), "");  // the invoke has no element yet
+  EXPECT_EQ(pieces(d[1]), R"([0 get_weather {"city": "Pa])");  // id + name, and a string value as it is written
+  ASSERT_EQ(d[1].tool_call_deltas.size(), 1u);
+  EXPECT_EQ(d[1].tool_call_deltas[0].id.rfind("call_", 0), 0u);
   EXPECT_EQ(pieces(d[2]), R"([0 ris"])");
   EXPECT_EQ(pieces(d[3]), R"([0 , "days": 3])");  // an integer once its parameter closed
   EXPECT_TRUE(d[3].tool_calls.empty());
@@ -31,13 +33,17 @@ TEST(ToolCallStream, M2ArgumentsStreamPerParameter) {
   EXPECT_TRUE(d[5].empty());
 }
 
-// A string value is whitespace-stripped and the literal null/none/nil is null (m2_convert): what
-// could still turn out to be one of those is held back, and so is trailing whitespace.
+// A string value is whitespace-stripped and, where the schema allows null, the literal
+// null/none/nil is null (m2_convert): what could still turn out to be one of those is held back,
+// and so is trailing whitespace.
 TEST(ToolCallStream, M2StringValuesHoldBackWhatIsUndecided) {
+  const nlohmann::json tools = nlohmann::json::parse(R"([{"type": "function", "function": {"name": "run_code",
+    "parameters": {"type": "object", "properties": {"code": {"type": ["string", "null"]}}}}}])");
   auto d = feed_parts(OutputFormat::kM2,
                       {"<minimax:tool_call><invoke name=\"run_code\"><parameter name=\"code\">\n  No", "ne",
                        " \n", "</parameter><parameter name=\"code\">Non", "esuch x ", " y\n", "</parameter>",
-                       "</invoke></minimax:tool_call>"});
+                       "</invoke></minimax:tool_call>"},
+                      tools);
   EXPECT_EQ(pieces(d[0]), "[0 run_code {\"code\": ]");  // "No" may still be None
   EXPECT_EQ(pieces(d[1]), "");                          // "None" may still be "None..."
   EXPECT_EQ(pieces(d[2]), "");                          // trailing whitespace
@@ -60,8 +66,8 @@ TEST(ToolCallStream, M2StringValueSplitInsideACharacterAndATag) {
 TEST(ToolCallStream, M2CallWithoutParameters) {
   auto d = feed_parts(OutputFormat::kM2,
                       {"<minimax:tool_call><invoke name=\"run_code\">", "</invoke></minimax:tool_call>"});
-  EXPECT_EQ(pieces(d[0]), "[0 run_code ]");
-  EXPECT_EQ(pieces(d[1]), "[0 {}]");
+  EXPECT_EQ(pieces(d[0]), "");  // id and name come with </invoke>
+  EXPECT_EQ(pieces(d[1]), "[0 run_code {}]");
 }
 
 TEST(ToolCallStream, ParallelCallsAcrossBlocksAreIndexedInOrder) {
@@ -84,8 +90,8 @@ TEST(ToolCallStream, M3ArgumentsStreamPerParameter) {
                        NS + "<city>Oslo" + NS + "</city>",
                        NS + "<opts>" + NS + "<lang>nb" + NS + "</lang>",  // nested: still open
                        NS + "</opts>", NS + "</invoke>\n" + NS + "</tool_call>"});
-  EXPECT_EQ(pieces(d[0]), "[0 get_weather ]");
-  EXPECT_EQ(pieces(d[1]), R"([0 {"city": "Oslo"])");
+  EXPECT_EQ(pieces(d[0]), "");
+  EXPECT_EQ(pieces(d[1]), R"([0 get_weather {"city": "Oslo"])");
   EXPECT_EQ(pieces(d[2]), "");
   EXPECT_EQ(pieces(d[3]), R"([0 , "opts": {"lang": "nb"}])");
   EXPECT_EQ(pieces(d[4]), "[0 }]");

@@ -83,6 +83,28 @@ TEST(PrepareTurn, ToolCallIdsFollowTheOneRule) {
   EXPECT_EQ(id1, call_id(OutputStream(t.tok, {}, OutputParser(OutputFormat::kM2, tools, in_reasoning, 1234 + 7919))));
 }
 
+// TurnOptions::parser reaches each choice's OutputParser (the server sets it from
+// `mmx serve --keep-unknown-tool-calls`): a call to a tool the request does not list is dropped by
+// default, kept with the option.
+TEST(PrepareTurn, ParserOptionsReachTheStreams) {
+  Tiny t;
+  TurnOptions o;
+  o.context_limit = 4096;
+  const std::string reply =
+      "x</think>\n\n<minimax:tool_call>\n<invoke name=\"rm_rf\">\n<parameter name=\"path\">/</parameter>\n"
+      "</invoke>\n</minimax:tool_call>";
+  const std::vector<int32_t> ids = t.tok.encode(reply, false);
+  auto n_calls = [&](OutputStream s) {
+    ParsedDelta all;
+    for (int32_t id : ids) all.append(s.push(id));
+    all.append(s.finish());
+    return all.tool_calls.size();
+  };
+  EXPECT_EQ(n_calls(prepare_turn(t.m, weather(), o).make_stream(0)), 0u);
+  o.parser.keep_unknown_tool_calls = true;
+  EXPECT_EQ(n_calls(prepare_turn(t.m, weather(), o).make_stream(0)), 1u);
+}
+
 TEST(PrepareTurn, RefusalsAreChatErrors) {
   Tiny t;
   TurnOptions o;

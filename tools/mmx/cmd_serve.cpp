@@ -3,7 +3,7 @@
 //
 //   mmx serve -m DIR [--host 127.0.0.1] [--port 8080] [--api-key K] [--reasoning-format F]
 //             [--max-batch-tokens N] [--kv-pages N] [--max-queue N] [--max-running N]
-//             [--served-model-name NAME] [--drop-reasoning-over F] [-t THREADS]
+//             [--served-model-name NAME] [--drop-reasoning-over F] [--keep-unknown-tool-calls] [-t THREADS]
 //
 // Prints "mmx serve: listening on http://HOST:PORT" on stderr once it accepts connections
 // (--port 0 picks a free port; the line says which). SIGINT / SIGTERM stop it cleanly.
@@ -111,6 +111,9 @@ void add_serve(CLI::App& app, Action& action) {
                 "minimax_m2_append_think (\"<think>\" + text in content), minimax_m3, minimax")
       ->capture_default_str();
   c->add_option("--served-model-name", o->served_name, "Model name for clients (default: the directory name)");
+  c->add_flag("--keep-unknown-tool-calls", o->server.keep_unknown_tool_calls,
+              "Emit tool calls to functions the request's tools do not list (by default they are dropped, "
+              "as vLLM and SGLang do)");
   c->add_option("--drop-reasoning-over", o->server.drop_reasoning_over,
                 "When the prompt exceeds F x context, drop reasoning of the oldest assistant turns "
                 "(0 = off; 0.3 is a good start)")

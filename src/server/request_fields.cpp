@@ -96,9 +96,9 @@ const std::vector<FieldRule>& field_rules(Endpoint e) {
     for (const char* f : {"metadata", "client_metadata", "user", "safety_identifier", "prompt_cache_key",
                           "prompt_cache_retention", "prompt_cache_options", "stream_options"})
       r.push_back({f, FieldRule::kNoEffect, ""});
-    r.push_back({"service_tier", FieldRule::kDefaultOnly, ""auto" or "default": there is one tier"});
+    r.push_back({"service_tier", FieldRule::kDefaultOnly, "\"auto\" or \"default\": there is one tier"});
     r.push_back({"truncation", FieldRule::kDefaultOnly,
-                 ""disabled": a conversation longer than the context is refused (400), never cut"});
+                 "\"disabled\": a conversation longer than the context is refused (400), never cut"});
     r.push_back({"background", FieldRule::kDefaultOnly, "false: responses are not run in the background"});
     r.push_back({"conversation", FieldRule::kRefused, "this server keeps no conversations: send 'previous_response_id' or the whole 'input'"});
     r.push_back({"prompt", FieldRule::kRefused, "this server holds no reusable prompts"});

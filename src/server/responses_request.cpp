@@ -180,9 +180,18 @@ class MessageBuilder {
 
   ojson finish() {
     flush();
-    return std::move(out_);
+    ojson out = ojson::array();
+    if (has_system_) out.push_back({{"role", "system"}, {"content", system_}});
+    for (ojson& m : out_) out.push_back(std::move(m));
+    return out;
   }
-  void system(const std::string& text) { out_.push_back({{"role", "system"}, {"content", text}}); }
+  // instructions, then the leading system / developer messages: one system message, joined by
+  // blank lines.
+  void system(const std::string& text) {
+    if (has_system_) system_ += "\n\n";
+    system_ += text;
+    has_system_ = true;
+  }
 
  private:
   void message(const ojson& item, const std::string& w) {
@@ -191,9 +200,15 @@ class MessageBuilder {
       bad_request(w + ".role '" + role + "' is not one of user, assistant, system, developer", "input");
     if (!item.contains("content")) bad_request(w + ".content is required", "input");
     ojson content = message_content(item["content"], w + ".content");
+    if ((role == "system" || role == "developer") && out_.empty() && !open_) {
+      system(text_of(content));  // still leading: part of the one system message
+      return;
+    }
     if (role != "assistant") {
       flush();
-      out_.push_back({{"role", role}, {"content", std::move(content)}});
+      // A later system / developer message is a user turn (the M2 template reads one system
+      // message, the first, and would drop it).
+      out_.push_back({{"role", "user"}, {"content", std::move(content)}});
       return;
     }
     if (!open_ || has_calls_) start();
@@ -220,6 +235,14 @@ class MessageBuilder {
     calls_ = ojson::array();
     reasoning_.clear();
   }
+  static std::string text_of(const ojson& content) {
+    if (content.is_string()) return content.get<std::string>();
+    std::string t;
+    for (const ojson& p : content) t += (t.empty() ? "" : "\n\n") + p["text"].get<std::string>();
+    return t;
+  }
+  std::string system_;
+  bool has_system_ = false;
   ojson out_ = ojson::array();
   bool open_ = false, has_content_ = false, has_calls_ = false;
   ojson content_ = ojson::array(), calls_ = ojson::array();

@@ -3,9 +3,11 @@
 // /v1/messages.
 //
 // The conversion (docs/api.md, "OpenAI Responses API"):
-//   instructions                          -> a system message first
+//   instructions + the leading system / developer messages -> one system message first (joined
+//       by blank lines: the M2 template reads only the first system message)
 //   input: a string                       -> one user message
-//   input items (type "message" or none)  -> system / developer / user / assistant messages
+//   input items (type "message" or none)  -> user / assistant messages; a system / developer
+//       message after the conversation began -> a user message (M2's template would drop it)
 //       (content: a string or input_text / output_text / refusal parts)
 //   reasoning, assistant message and function_call items in a row -> one assistant turn
 //       (reasoning_content, content, tool_calls: the M2 template re-renders its thinking)

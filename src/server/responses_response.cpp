@@ -36,7 +36,9 @@ ojson ResponseEvents::response() const {
 
 std::string ResponseEvents::start() {
   const ojson r = response();
-  return event("response.created", {{"response", r}}) + event("response.in_progress", {{"response", r}});
+  std::string out = event("response.created", {{"response", r}});
+  out += event("response.in_progress", {{"response", r}});
+  return out;
 }
 
 std::string ResponseEvents::open(Kind kind, ojson item) {

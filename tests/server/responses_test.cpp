@@ -189,6 +189,7 @@ TEST_F(ResponsesTest, ConversationConvertsLikeTheChatRoute) {
     {"type": "function_call", "call_id": "call_2", "name": "get_time", "arguments": "{\"tz\": \"CET\"}"},
     {"type": "function_call_output", "call_id": "call_1", "output": "sunny"},
     {"type": "function_call_output", "call_id": "call_2", "output": [{"type": "input_text", "text": "no clock"}]},
+    {"role": "developer", "content": [{"type": "input_text", "text": "Mind the permissions."}]},
     {"role": "user", "content": "Thanks."}])")}});
   ojson chat = ojson::parse(chat_body().dump());
   chat["tools"] = ojson::parse(R"([
@@ -197,20 +198,22 @@ TEST_F(ResponsesTest, ConversationConvertsLikeTheChatRoute) {
     {"type": "function", "function": {"name": "get_time", "description": "Time",
       "parameters": {"properties": {"tz": {"type": "string"}}, "type": "object"}}}])");
   chat["messages"] = ojson::parse(R"([
-    {"role": "system", "content": "Be brief."},
-    {"role": "developer", "content": [{"type": "text", "text": "Use tools."}]},
+    {"role": "system", "content": "Be brief.\n\nUse tools."},
     {"role": "user", "content": [{"type": "text", "text": "Weather in Paris?"}]},
     {"role": "assistant", "content": "Checking.", "reasoning_content": "Call the tool.", "tool_calls": [
       {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\", \"days\": 2}"}},
       {"id": "call_2", "type": "function", "function": {"name": "get_time", "arguments": "{\"tz\": \"CET\"}"}}]},
     {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
     {"role": "tool", "tool_call_id": "call_2", "content": "no clock"},
+    {"role": "user", "content": [{"type": "text", "text": "Mind the permissions."}]},
     {"role": "user", "content": "Thanks."}])");
   auto [a, o] = both_prompts(responses, chat);
   ASSERT_FALSE(a.empty());
   EXPECT_EQ(TinyAssets::get().decode(a), TinyAssets::get().decode(o));
   const std::string prompt = TinyAssets::get().decode(a);
-  for (const char* want : {"Be brief.", "Use tools.", "sunny", "no clock", "Thanks.", "Paris", "get_time"})
+  // Every system / developer text reaches the prompt (the template reads one system message).
+  for (const char* want : {"Be brief.", "Use tools.", "sunny", "no clock", "Mind the permissions.", "Thanks.", "Paris",
+                           "get_time"})
     EXPECT_NE(prompt.find(want), std::string::npos) << want << "\n" << prompt;
 }
 
@@ -625,6 +628,12 @@ TEST_F(ResponsesTest, CodexShapedRequestIsAccepted) {
   const json& fin = ev.back().data["response"];
   EXPECT_EQ(fin["mmx_ignored_tools"], json::parse(R"([{"type": "web_search"}])"));
   EXPECT_TRUE(fin["output"][0]["encrypted_content"].is_null()) << "we encrypt nothing: null, as the schema allows";
+  // Codex's instructions are developer messages: all of them reach the prompt's system part.
+  const std::string p = last_prompt();
+  const size_t sys_end = p.find("[e~[");
+  for (const char* want : {"You are Codex.", "a\n\nb", "multi_agent_v1__spawn_agent"})
+    EXPECT_LT(p.find(want), sys_end) << want << "\n" << p;
+  EXPECT_NE(p.find("say hi"), std::string::npos);
 }
 
 }  // namespace

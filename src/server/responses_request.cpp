@@ -440,8 +440,14 @@ ResponsesRequest parse_responses_request(const ojson& b, const chat::ServedModel
   for (const char* k : {"include"}) {
     if (!given(b, k)) continue;
     if (!b[k].is_array()) bad_request(std::string("'") + k + "' must be a list of strings", k);
-    for (const ojson& v : b[k])
+    for (const ojson& v : b[k]) {
       if (!v.is_string()) bad_request(std::string("'") + k + "' must be a list of strings", k);
+      // The others name outputs of hosted tools this server never runs, or the encrypted
+      // reasoning it does not write (its reasoning is sent in the clear): nothing to add.
+      if (v == "message.output_text.logprobs")
+        bad_request("'include' \"message.output_text.logprobs\" is not supported: log probabilities are served by "
+                    "/v1/chat/completions only", k);
+    }
   }
   for (const char* k : {"metadata", "client_metadata"})
     if (given(b, k) && !b[k].is_object()) bad_request(std::string("'") + k + "' must be an object", k);

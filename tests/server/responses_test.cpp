@@ -551,6 +551,7 @@ TEST_F(ResponsesTest, MalformedRequestsAre400sNamingTheField) {
       {with({{"max_output_tokens", 0}}), "max_output_tokens", "max_output_tokens"},
       {with({{"temperature", 9}}), "temperature", "temperature"},
       {with({{"store", "yes"}}), "store", "boolean"},
+      {with({{"include", {"message.output_text.logprobs"}}}), "include", "chat/completions"},
       {with({{"reasoning", {{"summary", "verbose"}}}}), "reasoning", "reasoning.summary"},
   };
   for (const Case& c : cases) {

@@ -83,7 +83,32 @@ const std::vector<FieldRule>& field_rules(Endpoint e) {
     r.push_back({"context_management", FieldRule::kRefused, "the context is not edited server-side"});
     return r;
   }();
+  // OpenAI's POST /v1/responses (responses_request.cpp): every field Codex, the Agents SDK and the
+  // AI SDK send (docs/api.md has the table with the reasons).
+  static const std::vector<FieldRule> responses = [] {
+    std::vector<FieldRule> r;
+    for (const char* f : {"model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls",
+                          "max_output_tokens", "temperature", "top_p", "stream", "store", "previous_response_id",
+                          "reasoning", "text", "include"})
+      r.push_back({f, FieldRule::kHonoured, ""});
+    // No effect on the output at OpenAI either: tags, end-user ids, prompt-cache routing hints
+    // (our prefix cache is automatic by content), stream obfuscation padding.
+    for (const char* f : {"metadata", "client_metadata", "user", "safety_identifier", "prompt_cache_key",
+                          "prompt_cache_retention", "prompt_cache_options", "stream_options"})
+      r.push_back({f, FieldRule::kNoEffect, ""});
+    r.push_back({"service_tier", FieldRule::kDefaultOnly, "\"auto\" or \"default\": there is one tier"});
+    r.push_back({"truncation", FieldRule::kDefaultOnly,
+                 "\"disabled\": a conversation longer than the context is refused (400), never cut"});
+    r.push_back({"background", FieldRule::kDefaultOnly, "false: responses are not run in the background"});
+    r.push_back({"conversation", FieldRule::kRefused, "this server keeps no conversations: send 'previous_response_id' or the whole 'input'"});
+    r.push_back({"prompt", FieldRule::kRefused, "this server holds no reusable prompts"});
+    r.push_back({"top_logprobs", FieldRule::kRefused, "log probabilities are served by /v1/chat/completions only"});
+    r.push_back({"max_tool_calls", FieldRule::kRefused, "nothing limits the number of tool calls but 'parallel_tool_calls': false (one)"});
+    r.push_back({"context_management", FieldRule::kRefused, "the context is not edited server-side"});
+    return r;
+  }();
   switch (e) {
+    case Endpoint::kResponses: return responses;
     case Endpoint::kMessages: return messages;
     case Endpoint::kCountTokens: return count_tokens;
     case Endpoint::kChat: return chat;
@@ -101,6 +126,8 @@ bool is_default(const std::string& key, const ojson& v) {
   if (v.is_null()) return true;
   if (key == "store") return v == false;
   if (key == "service_tier") return v == "auto" || v == "default";
+  if (key == "truncation") return v == "disabled";
+  if (key == "background") return v == false;
   if (key == "parallel_tool_calls") return v == true;
   if (key == "modalities") return v == ojson::array({"text"});
   if (key == "best_of") return v == 1;
@@ -117,6 +144,7 @@ const char* endpoint_path(Endpoint e) {
     case Endpoint::kDetokenize: return "/detokenize";
     case Endpoint::kMessages: return "/v1/messages";
     case Endpoint::kCountTokens: return "/v1/messages/count_tokens";
+    case Endpoint::kResponses: return "/v1/responses";
   }
   return "";
 }

@@ -18,7 +18,7 @@ namespace mmx::server {
 
 using ojson = nlohmann::ordered_json;
 
-enum class Endpoint { kChat, kCompletion, kTokenize, kDetokenize, kMessages, kCountTokens };
+enum class Endpoint { kChat, kCompletion, kTokenize, kDetokenize, kMessages, kCountTokens, kResponses };
 
 struct FieldRule {
   enum Kind { kHonoured, kNoEffect, kDefaultOnly, kRefused };

@@ -28,7 +28,7 @@ namespace {
 // The method a known path is served with; nullptr for an unknown path.
 const char* route_method(const std::string& path) {
   for (const char* p : {"/v1/chat/completions", "/v1/completions", "/tokenize", "/detokenize", "/v1/messages",
-                        "/v1/messages/count_tokens"})
+                        "/v1/messages/count_tokens", "/v1/responses"})
     if (path == p) return "POST";
   if (path == "/health" || path == "/metrics" || path.rfind("/v1/models", 0) == 0 || find_web_asset(path)) return "GET";
   return nullptr;
@@ -43,6 +43,7 @@ const char* endpoint_label(const std::string& path) {
   if (path == "/tokenize" || path == "/detokenize") return "tokenize";
   if (path == "/v1/messages") return "messages";
   if (path == "/v1/messages/count_tokens") return "count_tokens";
+  if (path == "/v1/responses") return "responses";
   if (find_web_asset(path)) return "chat_page";
   return "other";
 }
@@ -284,6 +285,7 @@ void Server::routes() {
   s.Post("/detokenize", with_body(&Server::handle_detokenize));
   s.Post("/v1/messages", with_body(&Server::handle_messages));
   s.Post("/v1/messages/count_tokens", with_body(&Server::handle_count_tokens));
+  s.Post("/v1/responses", with_body(&Server::handle_responses));
   if (!opts_.cors_origin.empty()) {
     // CORS for browser clients on another origin: every answer names the allowed origin, and a
     // preflight (OPTIONS, no key needed) says which methods and headers may follow.

@@ -4,6 +4,7 @@
 //   POST /v1/completions        prompt text or ids -> engine -> text -> JSON/SSE
 //   POST /tokenize, /detokenize  text <-> ids (llama-server's shape)
 //   POST /v1/messages, /v1/messages/count_tokens  the Anthropic Messages API (anthropic_route.cpp)
+//   POST /v1/responses          the OpenAI Responses API (responses_route.cpp)
 //   GET  /v1/models, /v1/models/{id}, /health, /metrics (Prometheus text)
 //   a known path with the wrong method: 405 with Allow; with --cors-origin, OPTIONS preflights
 //
@@ -32,6 +33,7 @@
 #include "chat/constraints.h"
 #include "server/front.h"
 #include "server/metrics.h"
+#include "server/responses_store.h"
 
 namespace httplib {
 class Server;
@@ -110,6 +112,7 @@ class Server {
   void handle_detokenize(const std::string& body, httplib::Response& res);
   void handle_messages(const std::string& body, httplib::Response& res);       // anthropic_route.cpp
   void handle_count_tokens(const std::string& body, httplib::Response& res);  // anthropic_route.cpp
+  void handle_responses(const std::string& body, httplib::Response& res);     // responses_route.cpp
   std::string new_id(const char* prefix);
   uint64_t next_seed();
   // The tool-call id seed of a chat turn (chat::TurnOptions): the time, mixed with a turn counter.
@@ -124,6 +127,7 @@ class Server {
   ServerOptions opts_;
   ServerMetrics metrics_;
   chat::Constraints constraints_{model_};  // structured output: compiled grammars, kept
+  ResponseStore responses_;                // /v1/responses kept for previous_response_id (in memory)
   std::unique_ptr<httplib::Server> http_;
   std::unique_ptr<Front> front_;
   std::thread thread_;

@@ -1,6 +1,8 @@
 // BPE model (see bpe.h).
 #include "tokenizer/bpe.h"
 
+#include "base/scratch.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -231,6 +233,7 @@ void BpeModel::merge(std::vector<Sym>& syms) const {
         std::push_heap(heap.begin(), heap.end(), std::greater<>());
       }
   }
+  release_if_large(heap);
 }
 
 void BpeModel::encode_piece(std::string_view piece, std::vector<int32_t>& out, BpeCache* cache) const {
@@ -258,6 +261,7 @@ void BpeModel::encode_piece(std::string_view piece, std::vector<int32_t>& out, B
   const size_t first = out.size();
   for (int32_t i = 0; i >= 0; i = syms[size_t(i)].next) out.push_back(syms[size_t(i)].id);
   if (cache) cache->insert(piece, out.data() + first, out.size() - first);
+  release_if_large(syms);  // a 2 MB one-word body would otherwise stay with this (HTTP) thread
 }
 
 }  // namespace mmx::tok

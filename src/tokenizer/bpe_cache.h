@@ -33,7 +33,9 @@ class BpeCache {
     }
   }
   void insert(std::string_view piece, const int32_t* ids, size_t n) {
-    if (size_ >= max_entries_ || piece.size() >= kEmpty) return;
+    // Words, not bodies: a long piece is rarely seen twice, and caching it would keep its bytes
+    // (and 4 bytes an id) for the life of the server.
+    if (size_ >= max_entries_ || piece.size() > kMaxPieceBytes) return;
     if ((size_ + 1) * 2 > slots_.size()) grow();
     place(Slot{hash(piece), uint32_t(keys_.size()), uint32_t(piece.size()), uint32_t(ids_.size()), uint32_t(n)});
     keys_.append(piece);
@@ -46,6 +48,7 @@ class BpeCache {
 
  private:
   static constexpr uint32_t kEmpty = 0xFFFFFFFFu;
+  static constexpr size_t kMaxPieceBytes = 256;
   struct Slot {
     uint64_t hash = 0;
     uint32_t key_off = 0, key_len = kEmpty, ids_off = 0, ids_len = 0;

@@ -15,7 +15,14 @@ namespace {
 
 class AgentRequestsTest : public ServerTest {
  protected:
-  std::string last_prompt() const { return TinyAssets::get().decode(engine.requests().back().prompt); }
+  std::string last_prompt() const {
+    const auto rs = engine.requests();
+    if (rs.empty()) {
+      ADD_FAILURE() << "no request reached the engine";
+      return "";
+    }
+    return TinyAssets::get().decode(rs.back().prompt);
+  }
 };
 
 // The head of a reply (through the blank line) and what follows it.

@@ -16,7 +16,7 @@ class ChatError : public Error {
   enum class Kind {
     kInvalid,           // the conversation or a field is not acceptable as given
     kContextExceeded,   // the prompt leaves nothing of the context to generate
-    kUnsupportedField,  // a field this model cannot honour (reasoning_effort without a switch)
+    kUnsupportedField,  // a field this model cannot honour
     kUnsupportedSchema, // a JSON Schema keyword outside the structured-output subset (constraints.h)
   };
   ChatError(Kind kind, const std::string& message, std::string param = "")

@@ -85,6 +85,12 @@ ojson to_m1_messages(const ojson& messages) {
       }
     } else if (!has_parts) {
       m["content"] = text_parts(text_of(m.value("content", ojson())));
+    } else {  // the template reads only content[0]['text']: the text parts joined into that one
+      std::string text;
+      for (const ojson& p : m["content"])
+        if (p.is_string()) text += p.get<std::string>();
+        else if (p.is_object() && p.contains("text") && p["text"].is_string()) text += p["text"].get<std::string>();
+      m["content"] = text_parts(text);
     }
     out.push_back(std::move(m));
   }

@@ -14,7 +14,10 @@
 //   tool content                  -> [{"type": "text", "name": <the tool's name>, "text": content}]
 //                                    (name from the message, else from the assistant tool call
 //                                    whose id is tool_call_id, else "")
-// Content that is already a list of parts is kept; every other field is passed through.
+//   system / user content parts   -> one text part, the texts joined (the template reads only
+//                                    content[0]['text']; a second part was dropped)
+// An assistant's or a tool's content that is already a list of parts is kept; every other field
+// is passed through.
 // What it is not: a template (the M1 template still renders), nor a validator.
 #pragma once
 

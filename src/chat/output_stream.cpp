@@ -5,8 +5,21 @@
 namespace mmx::chat {
 
 OutputStream::OutputStream(const tok::Tokenizer& tok, std::vector<std::string> stop,
-                           std::optional<OutputParser> parser)
-    : detok_(tok, /*skip_special_tokens=*/false), stop_(std::move(stop)), parser_(std::move(parser)) {}
+                           std::optional<OutputParser> parser, size_t max_tool_calls)
+    : detok_(tok, /*skip_special_tokens=*/false), stop_(std::move(stop)), parser_(std::move(parser)),
+      max_tool_calls_(max_tool_calls) {}
+
+ParsedDelta OutputStream::cap_calls(ParsedDelta d) {
+  if (max_tool_calls_ == 0) return d;
+  const size_t room = max_tool_calls_ - n_tool_calls_;
+  if (d.tool_calls.size() >= room) {
+    d.tool_calls.resize(room);
+    stopped_ = capped_ = true;
+  }
+  n_tool_calls_ += d.tool_calls.size();
+  std::erase_if(d.tool_call_deltas, [this](const ToolCallDelta& t) { return t.index >= max_tool_calls_; });
+  return d;
+}
 
 ParsedDelta OutputStream::parse(const std::string& text) {
   if (parser_) return parser_->feed(text);
@@ -44,7 +57,7 @@ std::string OutputStream::cut_stop(std::string text) {
 
 ParsedDelta OutputStream::push(int32_t id) {
   if (stopped_ || finished_) return {};
-  return parse(cut_stop(detok_.push(id)));
+  return cap_calls(parse(cut_stop(detok_.push(id))));
 }
 
 ParsedDelta OutputStream::finish() {
@@ -55,9 +68,9 @@ ParsedDelta OutputStream::finish() {
     if (!stopped_) d.append(parse(held_));  // generation ended inside a stop-string prefix
     held_.clear();
   }
-  if (parser_) d.append(parser_->finish());
+  if (parser_ && !capped_) d.append(parser_->finish());  // (capped: what is held is the block's rest)
   finished_ = true;
-  return d;
+  return capped_ ? d : cap_calls(std::move(d));
 }
 
 }  // namespace mmx::chat

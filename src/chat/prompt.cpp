@@ -2,6 +2,7 @@
 
 #include "chat/chat_error.h"
 #include "chat/m1_messages.h"
+#include "chat/messages.h"
 #include "chat/output_parser.h"
 #include "chat/text_shield.h"
 #include "template/jinja.h"
@@ -78,7 +79,7 @@ bool ends_with_tag(const std::string& text, const std::string& tag) {
 ChatPrompt build_chat_prompt(const ServedModel& m, const Conversation& c_in, double drop_over, int64_t context_limit,
                              bool special_in_content) {
   if (!m.chat_template) invalid("this model has no chat template: use /v1/completions");
-  ojson messages = parse_tool_call_arguments(c_in.messages);
+  ojson messages = normalize_messages(c_in.messages);  // roles and tool-call arguments (messages.h)
   // content: null (an assistant turn with only tool calls) renders as empty, not as "null".
   for (ojson& msg : messages)
     if (msg.contains("content") && msg["content"].is_null()) msg["content"] = "";

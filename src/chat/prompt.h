@@ -20,7 +20,8 @@ struct ChatPrompt {
   int64_t n_tokens_before_drop = 0;  // prompt tokens before dropping (== ids.size() if none)
 };
 
-// Renders c.messages (tool-call arguments given as JSON strings parsed into objects first) with
+// Renders c.messages (normalized first, messages.h: later system / developer messages folded into
+// the conversation, tool-call arguments parsed into objects) with
 // c.tools and c.template_kwargs through the model's chat template, and tokenizes the result.
 // c.reasoning_effort is not read here (apply_reasoning_effort, thinking.h, turns it into kwargs).
 // drop_over > 0: while the prompt is longer than drop_over × context_limit tokens, drops the

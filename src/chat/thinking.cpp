@@ -14,10 +14,7 @@ std::string thinking_control(const ServedModel& model) {
 void apply_reasoning_effort(Conversation& c, const ServedModel& model) {
   if (c.reasoning_effort.empty()) return;
   const std::string control = thinking_control(model);
-  if (control.empty())
-    throw ChatError(ChatError::Kind::kUnsupportedField,
-                    "'reasoning_effort' has no effect on this model: its chat template has no reasoning switch "
-                    "(MiniMax-M2 always reasons)", "reasoning_effort");
+  if (control.empty()) return;  // no switch (M2 always reasons): a stated no-op (thinking.h)
   if (c.template_kwargs.is_object() && c.template_kwargs.contains(control))
     invalid("'reasoning_effort' and chat_template_kwargs." + control + " both set the reasoning switch; send one",
             "reasoning_effort");

@@ -16,8 +16,9 @@ std::string thinking_control(const ServedModel& model);
 // OpenAI's reasoning_effort -> the template's switch, set in c.template_kwargs:
 //   thinking_mode:   none / minimal -> "disabled", low -> "adaptive", medium / high / xhigh -> "enabled"
 //   enable_thinking: none / minimal -> false, any other -> true
-// Throws ChatError naming reasoning_effort: kUnsupportedField when the template has no switch,
-// kInvalid when template_kwargs sets the same switch.
+//   no switch (M2's templates: the model always reasons, at its own length): no effect. Accepted
+//   as a stated no-op (docs/api.md), as clients send it by default and nothing can honour it.
+// Throws ChatError kInvalid naming reasoning_effort when template_kwargs sets the same switch.
 void apply_reasoning_effort(Conversation& c, const ServedModel& model);
 
 }  // namespace mmx::chat

@@ -38,9 +38,11 @@ PreparedTurn prepare_turn(const ServedModel& m, Conversation c, const TurnOption
   const OutputFormat format = m.format;
   const bool in_reasoning = t.prompt.starts_in_reasoning;
   const uint64_t id_seed = o.tool_call_id_seed;
-  t.make_stream = [tok, stop = o.stop, format, tools, in_reasoning, id_seed, popts = o.parser](int i) {
+  t.make_stream = [tok, stop = o.stop, format, tools, in_reasoning, id_seed, popts = o.parser,
+                   max_calls = o.max_tool_calls](int i) {
     // The one tool-call id rule (turn.h): choice i's ids come from tool_call_id_seed + 7919 i.
-    return OutputStream(*tok, stop, OutputParser(format, tools, in_reasoning, id_seed + uint64_t(i) * 7919, popts));
+    return OutputStream(*tok, stop, OutputParser(format, tools, in_reasoning, id_seed + uint64_t(i) * 7919, popts),
+                        max_calls);
   };
   return t;
 }

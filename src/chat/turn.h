@@ -47,6 +47,8 @@ GenRequest make_gen_request(const GenLimits& p, std::vector<int32_t> ids, int64_
 struct TurnOptions {
   GenLimits gen;
   std::vector<std::string> stop;      // stop strings, matched on the output text
+  size_t max_tool_calls = 0;          // 0 = any number; 1: a choice ends after its first call
+                                      // (parallel_tool_calls false; output_stream.h)
   int64_t context_limit = 0;          // tokens the engine can hold for one sequence (prompt + reply)
   int64_t default_max_tokens = 0;     // max_tokens when gen.max_tokens is none (0 = up to the context)
   double drop_reasoning_over = 0;     // 0 = off; else a fraction of the context (prompt.h)

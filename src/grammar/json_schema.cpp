@@ -17,7 +17,7 @@ namespace {
 const std::set<std::string> kHandled = {
     "type", "properties", "required", "additionalProperties", "enum", "const", "items", "minItems", "maxItems",
     "minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "anyOf", "$ref",
-    "$defs", "definitions"};
+    "$defs", "definitions", "propertyNames"};
 const std::set<std::string> kAnnotations = {"title", "description", "default", "examples", "$schema", "$id",
                                             "$comment", "deprecated", "readOnly", "writeOnly"};
 
@@ -81,6 +81,55 @@ void magnitudes(uint64_t lo, uint64_t hi, std::vector<std::string>& alts) {
     alts.push_back(same_len(std::to_string(std::max(lo, first)), std::to_string(std::min(hi, last))));
   }
 }
+
+// ---- numbers with bounds: decimal text compared digit by digit ----
+
+// A bound's magnitude as decimal digits: integer part (no leading zeros, "0" for none) and
+// fraction (no trailing zeros), from the JSON number as written by the shortest round trip.
+struct Decimal {
+  bool negative = false;
+  std::string whole = "0", frac;
+};
+
+Decimal to_decimal(const json& v, const char* kw, const std::string& path) {
+  Decimal d;
+  if (v.is_number_integer()) {
+    std::string t = v.dump();
+    d.negative = t[0] == '-';
+    d.whole = d.negative ? t.substr(1) : t;
+  } else {
+    const double x = v.get<double>();
+    if (!std::isfinite(x)) refuse(kw, path, fmt::format("'{}' must be a finite number", kw));
+    std::string t = fmt::format("{}", x);  // shortest round trip: "0.1", "1e-07", "1.5e+20"
+    d.negative = t[0] == '-';
+    if (d.negative) t.erase(0, 1);
+    int exp = 0;
+    if (const size_t e = t.find_first_of("eE"); e != std::string::npos) {
+      exp = std::atoi(t.c_str() + e + 1);
+      t.resize(e);
+    }
+    const size_t dot = t.find('.');
+    std::string digits = dot == std::string::npos ? t : t.substr(0, dot) + t.substr(dot + 1);
+    int point = int(dot == std::string::npos ? t.size() : dot) + exp;  // digits before the point
+    if (point < 0) digits.insert(0, size_t(-point), '0'), point = 0;
+    if (point > int(digits.size())) digits.append(size_t(point) - digits.size(), '0');
+    d.whole = digits.substr(0, size_t(point));
+    d.frac = digits.substr(size_t(point));
+  }
+  d.whole.erase(0, std::min(d.whole.find_first_not_of('0'), d.whole.size()));
+  if (d.whole.empty()) d.whole = "0";
+  while (!d.frac.empty() && d.frac.back() == '0') d.frac.pop_back();
+  if (d.whole == "0" && d.frac.empty()) d.negative = false;  // -0 is 0
+  if (d.whole.size() > 18) refuse(kw, path, "number bounds beyond 18 integer digits are not supported");
+  return d;
+}
+
+// One side of a fraction's range: the digits after the point of the bound, inclusive or not.
+struct FracBound {
+  bool on = false;
+  std::string digits;
+  bool inclusive = true;
+};
 
 }  // namespace
 
@@ -176,6 +225,15 @@ std::string GbnfWriter::visit(const json& s, Ctx& c, const std::string& path) {
   for (const auto& [k, v] : s.items())
     if (!kHandled.count(k) && !kAnnotations.count(k))
       refuse(k, path, fmt::format("the keyword '{}' is outside the supported JSON Schema subset (docs/structured-output.md)", k));
+  if (s.contains("propertyNames")) {  // a JSON key is a string: {"type": "string"} (or true) says nothing more
+    const json& pn = s["propertyNames"];
+    bool no_op = pn.is_boolean() ? pn.get<bool>() : pn.is_object();
+    if (pn.is_object())
+      for (const auto& [k, v] : pn.items()) no_op &= (k == "type" && v == "string") || kAnnotations.count(k) > 0;
+    if (!no_op)
+      refuse("propertyNames", path, "'propertyNames' is supported only as {\"type\": \"string\"} (every JSON key is one); "
+                                    "a schema that restricts the names is not");
+  }
   if (s.contains("$ref")) {
     for (const auto& [k, v] : s.items())
       if (k != "$ref" && k != "$defs" && k != "definitions" && !kAnnotations.count(k))
@@ -216,6 +274,7 @@ std::string GbnfWriter::visit(const json& s, Ctx& c, const std::string& path) {
     for (const auto& [k, v] : s.items())
       if (k != "anyOf" && k != "$defs" && k != "definitions" && !kAnnotations.count(k))
         refuse(k, path, fmt::format("'{}' beside 'anyOf' is not supported (move it into each branch)", k));
+    if (const std::optional<json> e = string_choices(s)) return visit(*e, c, path);
     std::string out = "(";
     for (size_t i = 0; i < a.size(); ++i) out += (i ? " | " : "") + visit(a[i], c, fmt::format("{}/anyOf/{}", path, i));
     return out + ")";
@@ -247,12 +306,8 @@ std::string GbnfWriter::visit(const json& s, Ctx& c, const std::string& path) {
     else if (t == "array") alts.push_back(array(s, c, path));
     else if (t == "string") alts.push_back(string(s, path));
     else if (t == "integer") alts.push_back(integer(s, path));
-    else if (t == "number") {
-      for (const char* kw : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
-        if (s.contains(kw)) refuse(kw, path, fmt::format("'{}' is supported on integers only", kw));
-      value_rule();
-      alts.push_back("j-number");
-    } else if (t == "boolean") alts.push_back(R"(("true" | "false"))");
+    else if (t == "number") alts.push_back(number(s, path));
+    else if (t == "boolean") alts.push_back(R"(("true" | "false"))");
     else if (t == "null") alts.push_back(R"("null")");
     else refuse("type", path, fmt::format("unknown type '{}'", t));
   }
@@ -334,8 +389,10 @@ std::pair<int64_t, int64_t> string_length_bounds(const json& s, const std::strin
   const int64_t mn = s.contains("minLength") ? get_int(s, "minLength", path) : 0;
   const int64_t mx = s.contains("maxLength") ? get_int(s, "maxLength", path) : -1;
   if (mn < 0 || (mx >= 0 && mx < mn)) refuse(mx >= 0 && mx < mn ? "maxLength" : "minLength", path, "no string length fits minLength / maxLength");
-  if (mn > 10000 || mx > 10000) refuse(mn > 10000 ? "minLength" : "maxLength", path, "string lengths above 10000 are not supported");
-  return {mn, mx};
+  if (mn > kMaxStringLength) refuse("minLength", path, fmt::format("string lengths above {} are not supported", kMaxStringLength));
+  // A bound past the grammar's repetition cap is not written into it (docs/structured-output.md):
+  // no bound, as the reply's max_tokens bounds it anyway.
+  return {mn, mx > kMaxStringLength ? -1 : mx};
 }
 
 std::string GbnfWriter::string(const json& s, const std::string& path) {
@@ -347,17 +404,24 @@ std::string GbnfWriter::string(const json& s, const std::string& path) {
 
 std::string GbnfWriter::integer(const json& s, const std::string& path) {
   value_rule();
+  // A bound that is not an integer is the nearest integer inside it (an integer >= 0.5 is >= 1).
+  auto bound = [&](const char* kw, bool up) -> int64_t {
+    const json& v = s.at(kw);
+    if (v.is_number_float() && std::fabs(v.get<double>()) < 9e18 && v.get<double>() != std::floor(v.get<double>()))
+      return int64_t(up ? std::ceil(v.get<double>()) : std::floor(v.get<double>()));
+    return get_int(s, kw, path);
+  };
   std::optional<int64_t> lo, hi;
-  if (s.contains("minimum")) lo = get_int(s, "minimum", path);
+  if (s.contains("minimum")) lo = bound("minimum", true);
   if (s.contains("exclusiveMinimum")) {
     if (s["exclusiveMinimum"].is_boolean()) refuse("exclusiveMinimum", path, "boolean exclusiveMinimum (draft 4) is not supported; give the bound");
-    const int64_t v = get_int(s, "exclusiveMinimum", path) + 1;
+    const int64_t v = bound("exclusiveMinimum", false) + 1;
     lo = lo ? std::max(*lo, v) : v;
   }
-  if (s.contains("maximum")) hi = get_int(s, "maximum", path);
+  if (s.contains("maximum")) hi = bound("maximum", false);
   if (s.contains("exclusiveMaximum")) {
     if (s["exclusiveMaximum"].is_boolean()) refuse("exclusiveMaximum", path, "boolean exclusiveMaximum (draft 4) is not supported; give the bound");
-    const int64_t v = get_int(s, "exclusiveMaximum", path) - 1;
+    const int64_t v = bound("exclusiveMaximum", true) - 1;
     hi = hi ? std::min(*hi, v) : v;
   }
   if (!lo && !hi) return "j-integer";
@@ -375,6 +439,202 @@ std::string GbnfWriter::integer(const json& s, const std::string& path) {
   std::string out = "(";
   for (size_t i = 0; i < alts.size(); ++i) out += (i ? " | " : "") + alts[i];
   return out + ")";
+}
+
+namespace {
+
+// a <=> b as decimal values (magnitudes).
+int compare(const Decimal& a, const Decimal& b) {
+  if (a.whole.size() != b.whole.size()) return a.whole.size() < b.whole.size() ? -1 : 1;
+  if (const int c = a.whole.compare(b.whole)) return c < 0 ? -1 : 1;
+  const size_t n = std::max(a.frac.size(), b.frac.size());
+  const std::string fa = a.frac + std::string(n - a.frac.size(), '0'), fb = b.frac + std::string(n - b.frac.size(), '0');
+  const int c = fa.compare(fb);
+  return c < 0 ? -1 : c > 0 ? 1 : 0;
+}
+
+// Signed a <=> b.
+int compare_signed(const Decimal& a, const Decimal& b) {
+  if (a.negative != b.negative) return a.negative ? -1 : 1;
+  return a.negative ? -compare(a, b) : compare(a, b);
+}
+
+// 0.lo <=> 0.hi for fraction digit strings.
+int compare_frac(const std::string& lo, const std::string& hi) {
+  Decimal a, b;
+  a.frac = lo, b.frac = hi;
+  return compare(a, b);
+}
+
+struct Bound {
+  Decimal v;
+  bool inclusive = true;
+};
+
+}  // namespace
+
+std::string GbnfWriter::fraction(const std::string& lo, bool lo_on, bool lo_incl, const std::string& hi, bool hi_on,
+                                 bool hi_incl, bool nonempty) {
+  if (lo_on && lo.empty() && lo_incl) lo_on = false;  // >= 0: no bound
+  // The values 0.F form an interval: empty when the bounds cross.
+  if (lo_on && hi_on) {
+    const int c = compare_frac(lo, hi);
+    if (c > 0 || (c == 0 && !(lo_incl && hi_incl))) return "";
+  }
+  if (!lo_on && hi_on && hi.empty() && !hi_incl) return "";  // < 0
+  const bool zero_ok = !lo_on && (!hi_on || !hi.empty() || hi_incl);  // F = "" (value 0)
+  if (!lo_on && !hi_on) {
+    if (!names_.count("j-digits")) rule("j-digits", "[0-9]{0,15}");
+    return nonempty ? "[0-9] j-digits" : "j-digits";
+  }
+  const std::string key = fmt::format("{}|{}{}|{}|{}{}|{}", lo, int(lo_on), int(lo_incl), hi, int(hi_on), int(hi_incl), int(nonempty));
+  if (const auto it = fractions_.find(key); it != fractions_.end()) return it->second;
+  const std::string name = fresh("j-frac");
+  fractions_[key] = name;  // before the body: a state may lead back to itself ("0" after a bound of 0)
+  // The next digit e -> the bounds on the digits after it.
+  struct Next {
+    bool lo_on, hi_on;
+    std::string lo, hi;
+    bool ok;
+  };
+  auto next = [&](int e) {
+    Next n{false, false, "", "", true};
+    if (lo_on) {
+      const int d = lo.empty() ? 0 : lo[0] - '0';
+      if (e < d) n.ok = false;
+      else if (e == d) n.lo_on = true, n.lo = lo.empty() ? "" : lo.substr(1);
+    }
+    if (hi_on) {
+      const int d = hi.empty() ? 0 : hi[0] - '0';
+      if (e > d) n.ok = false;
+      else if (e == d) n.hi_on = true, n.hi = hi.empty() ? "" : hi.substr(1);
+    }
+    return n;
+  };
+  std::vector<std::string> alts;
+  if (zero_ok && !nonempty) alts.push_back("\"\"");
+  for (int e = 0; e <= 9;) {
+    const Next n = next(e);
+    int last = e;
+    while (last + 1 <= 9) {
+      const Next m = next(last + 1);
+      if (m.ok != n.ok || m.lo_on != n.lo_on || m.hi_on != n.hi_on || m.lo != n.lo || m.hi != n.hi) break;
+      ++last;
+    }
+    if (n.ok) {
+      const std::string sub = fraction(n.lo, n.lo_on, lo_incl, n.hi, n.hi_on, hi_incl, false);
+      if (!sub.empty()) alts.push_back(fmt::format("[{}-{}] {}", e, last, sub));
+    }
+    e = last + 1;
+  }
+  std::string body;
+  for (size_t i = 0; i < alts.size(); ++i) body += (i ? " | " : "") + alts[i];
+  return rule(name, body);
+}
+
+std::string GbnfWriter::number(const json& s, const std::string& path) {
+  value_rule();
+  std::optional<Bound> lo, hi;
+  auto tighter = [](std::optional<Bound>& cur, Bound b, int sign) {  // sign +1: keep the larger (lower bounds)
+    if (!cur) return void(cur = b);
+    const int c = compare_signed(b.v, cur->v) * sign;
+    if (c > 0 || (c == 0 && !b.inclusive)) cur = b;
+  };
+  for (const char* kw : {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"}) {
+    if (!s.contains(kw)) continue;
+    const json& v = s[kw];
+    if (v.is_boolean()) refuse(kw, path, fmt::format("boolean {} (draft 4) is not supported; give the bound", kw));
+    if (!v.is_number()) refuse(kw, path, fmt::format("'{}' must be a number", kw));
+    const bool lower = std::string_view(kw).find("inimum") != std::string_view::npos;
+    tighter(lower ? lo : hi, Bound{to_decimal(v, kw, path), kw[0] == 'm'}, lower ? 1 : -1);
+  }
+  if (!lo && !hi) return "j-number";
+  if (lo && hi) {
+    const int c = compare_signed(lo->v, hi->v);
+    if (c > 0 || (c == 0 && !(lo->inclusive && hi->inclusive))) refuse("maximum", path, "no number fits the bounds");
+  }
+  // Magnitudes m in [p, q] (q none: no bound), written "I" or "I.F" without an exponent.
+  auto magnitude = [&](const Bound& p, const std::optional<Bound>& q) -> std::string {
+    if (q) {
+      const int c = compare(p.v, q->v);
+      if (c > 0 || (c == 0 && !(p.inclusive && q->inclusive))) return "";
+    }
+    std::vector<std::string> alts;
+    // I = whole with the fraction bounded by (lo side, hi side).
+    auto with_fraction = [&](const std::string& whole, const FracBound& fl, const FracBound& fh) {
+      std::vector<std::string> f;
+      const bool lo_on = fl.on && !(fl.digits.empty() && fl.inclusive);
+      if (!lo_on && (!fh.on || !fh.digits.empty() || fh.inclusive)) f.push_back("\"\"");  // no point: I itself
+      const std::string digits = fraction(fl.digits, fl.on, fl.inclusive, fh.digits, fh.on, fh.inclusive, true);
+      if (!digits.empty()) f.push_back("\".\" " + digits);
+      if (f.empty()) return;
+      std::string fs;
+      for (size_t i = 0; i < f.size(); ++i) fs += (i ? " | " : "") + f[i];
+      alts.push_back(fmt::format("{} ({})", gbnf_literal(whole), fs));
+    };
+    const FracBound from{true, p.v.frac, p.inclusive}, off{};
+    const uint64_t pw = std::stoull(p.v.whole);
+    if (q && q->v.whole == p.v.whole) {
+      with_fraction(p.v.whole, from, FracBound{true, q->v.frac, q->inclusive});
+    } else {
+      with_fraction(p.v.whole, from, off);
+      const uint64_t qw = q ? std::stoull(q->v.whole) : kNoMax;
+      if (!q || pw + 1 <= qw - 1) {  // the integer parts strictly between: any fraction
+        std::vector<std::string> mids;
+        magnitudes(pw + 1, q ? qw - 1 : kNoMax, mids);
+        std::string m;
+        for (size_t i = 0; i < mids.size(); ++i) m += (i ? " | " : "") + mids[i];
+        alts.push_back(fmt::format("({}) (\".\" [0-9]{{1,15}})?", m));
+      }
+      if (q) with_fraction(q->v.whole, off, FracBound{true, q->v.frac, q->inclusive});
+    }
+    std::string out;
+    for (size_t i = 0; i < alts.size(); ++i) out += (i ? " | " : "") + alts[i];
+    return out.empty() ? "" : "(" + out + ")";
+  };
+  auto abs_of = [](Bound b) {
+    b.v.negative = false;
+    return b;
+  };
+  std::vector<std::string> alts;
+  if (!lo || lo->v.negative) {  // x = -m, m > 0 ("-0" is not written)
+    const Bound m_lo = hi && hi->v.negative ? abs_of(*hi) : Bound{Decimal{}, false};
+    const std::optional<Bound> m_hi = lo ? std::optional<Bound>(abs_of(*lo)) : std::nullopt;
+    if (const std::string m = magnitude(m_lo, m_hi); !m.empty()) alts.push_back("\"-\" " + m);
+  }
+  if (!hi || !hi->v.negative) {  // x = m >= 0
+    const Bound m_lo = lo && !lo->v.negative ? *lo : Bound{Decimal{}, true};
+    if (const std::string m = magnitude(m_lo, hi); !m.empty()) alts.push_back(m);
+  }
+  if (alts.empty()) refuse("maximum", path, "no number fits the bounds");
+  std::string out = "(";
+  for (size_t i = 0; i < alts.size(); ++i) out += (i ? " | " : "") + alts[i];
+  return out + ")";
+}
+
+std::optional<json> string_choices(const json& s) {
+  const char* kw = !s.is_object() ? nullptr : s.contains("anyOf") ? "anyOf" : s.contains("oneOf") ? "oneOf" : nullptr;
+  if (!kw || !s[kw].is_array() || s[kw].empty()) return std::nullopt;
+  std::vector<std::string> order;
+  std::map<std::string, int> branches_with;  // value -> how many branches have it
+  for (const json& b : s[kw]) {
+    if (!b.is_object() || b.contains("const") == b.contains("enum")) return std::nullopt;  // one of the two
+    for (const auto& [k, v] : b.items())
+      if (k != "const" && k != "enum" && !(k == "type" && v == "string") && !kAnnotations.count(k)) return std::nullopt;
+    const json values = b.contains("enum") ? b["enum"] : json::array({b["const"]});
+    if (!values.is_array() || values.empty()) return std::nullopt;
+    std::set<std::string> mine;
+    for (const json& x : values) {
+      if (!x.is_string()) return std::nullopt;
+      const std::string v = x.get<std::string>();
+      if (mine.insert(v).second && branches_with[v]++ == 0) order.push_back(v);
+    }
+  }
+  json e = json::array();
+  for (const std::string& v : order)
+    if (std::string_view(kw) == "anyOf" || branches_with[v] == 1) e.push_back(v);
+  if (e.empty()) return std::nullopt;
+  return json{{"enum", e}};
 }
 
 std::string json_schema_to_gbnf(const nlohmann::json& schema) { return json_schema_to_gbnf(json::parse(schema.dump())); }

@@ -146,6 +146,7 @@ bool only_strings(const json& e) {
 }
 
 std::string value_expr(GbnfWriter& w, const json& schema, const std::string& prefix) {
+  if (const std::optional<json> e = string_choices(schema)) return value_expr(w, *e, prefix);  // one enum
   // A union with a string alternative: the string is written raw and typed back by its text, so
   // only string-or-null is safe (a raw "5" of a string | integer union would read back as 5).
   const char* union_kw = nullptr;
@@ -247,6 +248,7 @@ std::string m3_value(GbnfWriter& w, const json& s, const std::string& path) {
     throw SchemaError("$ref", fmt::format("{}: '$ref' is not supported for forced M3 tool calls: the M3 output parser "
                                           "types arguments from the schema without resolving references", path));
   if (s.contains("allOf")) throw SchemaError("allOf", fmt::format("{}: 'allOf' is not supported for forced M3 tool calls", path));
+  if (const std::optional<json> e = string_choices(s)) return m3_value(w, *e, path);  // one enum
   // X or null (Optional[X]): anyOf / oneOf of a schema and {"type": "null"}, or a type list [t, "null"].
   const char* union_kw = nullptr;
   const std::vector<json> branches = union_branches(s, union_kw);

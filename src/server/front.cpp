@@ -86,11 +86,19 @@ std::string request_path(const std::string& req) {
   return req.substr(sp + 1, end - sp - 1);
 }
 
-// Our own answer to the request in `req` (complete or not), in its API's error shape.
+// The method of the request line at the front of `req` ("" before its first space).
+std::string request_method(const std::string& req) {
+  const size_t eol = req.find("\r\n"), sp = req.find(' ');
+  return sp == std::string::npos || sp > eol ? "" : req.substr(0, sp);
+}
+
+// Our own answer to the request in `req` (complete or not), in its API's error shape. To a HEAD,
+// the same head without the body (RFC 9110 §9.3.2: Content-Length still says what GET would get).
 std::string reply(const ApiError& e, const char* reason, const std::string& req) {
   const std::string body = error_body(e, error_shape_for(request_path(req)));
   return "HTTP/1.1 " + std::to_string(e.status) + " " + reason + "\r\nContent-Type: application/json\r\n"
-         "Connection: close\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+         "Connection: close\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" +
+         (request_method(req) == "HEAD" ? std::string() : body);
 }
 
 // A chunked body starting at `from`: returns 1 when complete (ends with the last chunk and the
@@ -130,7 +138,7 @@ void check_api_key(const std::string& key, const std::string& method, const std:
   if (key.empty()) return;
   const std::string path = target.substr(0, target.find('?'));
   if (path == "/health" || method == "OPTIONS") return;  // probes; CORS preflights carry no key
-  if (method == "GET" && find_web_asset(path)) return;     // the chat page, which asks for the key
+  if ((method == "GET" || method == "HEAD") && find_web_asset(path)) return;  // the chat page, which asks for the key
   // Constant time in the key's bytes: every byte of the expected value is compared whatever
   // the first mismatch (the length is not secret: it is the same for every request).
   auto differs = [](const std::string& want, const std::string& got) {

@@ -38,7 +38,7 @@ struct FrontOptions {
 
 // The one API-key rule, used by the front and, for requests that reach the internal port
 // directly, by the HTTP server: nothing required (key ""), or every request but GET /health, the
-// chat page (GET of a web_assets.h path) and CORS preflights (OPTIONS) needs "Authorization:
+// chat page (GET or HEAD of a web_assets.h path) and CORS preflights (OPTIONS) needs "Authorization:
 // Bearer KEY" (/metrics and /tokenize included),
 // compared in constant time. target: the request target (a query string is ignored).
 // x_api_key: the "x-api-key" header, which Anthropic clients send instead (either one will do).

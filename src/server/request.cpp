@@ -220,13 +220,24 @@ void parse_common(const ojson& b, GenerationParams& p, bool chat, const Sampling
 
 // ---- chat messages ----
 
-bool is_content(const ojson& c) {
-  if (c.is_string() || c.is_null()) return true;
-  if (!c.is_array()) return false;
-  for (const ojson& part : c)  // [{"type": "text", "text": "..."}], strings tolerated
-    if (!part.is_string() && !(part.is_object() && part.contains("type") && part["type"].is_string()))
-      return false;
-  return true;
+// A message's content: a string, null, or a list of text parts ([{"type": "text", "text": "..."}],
+// bare strings tolerated). Any other part (image_url, input_audio, file, refusal, ...) would be
+// dropped by every chat template: a 400 naming the part, until the model can read it.
+void check_content(const ojson& c, const std::string& where) {
+  if (c.is_string() || c.is_null()) return;
+  if (!c.is_array()) bad_request(where + ".content must be a string or an array of content parts", "messages");
+  for (size_t k = 0; k < c.size(); ++k) {
+    const ojson& part = c[k];
+    const std::string at = where + ".content[" + std::to_string(k) + "]";
+    if (part.is_string()) continue;
+    if (!part.is_object() || !part.contains("type") || !part["type"].is_string())
+      bad_request(at + " must be a content part object with a 'type'", "messages");
+    const std::string type = part["type"].get<std::string>();
+    if (type != "text")
+      throw ApiError(400, at + " is a '" + type + "' part: this model reads text only (content parts of type 'text')",
+                     "messages", "unsupported_content");
+    if (!part.contains("text") || !part["text"].is_string()) bad_request(at + ".text must be a string", "messages");
+  }
 }
 
 void check_messages(const ojson& msgs) {
@@ -240,8 +251,7 @@ void check_messages(const ojson& msgs) {
     if (role != "system" && role != "developer" && role != "user" && role != "assistant" && role != "tool")
       bad_request(where + ".role '" + role + "' is not one of system, developer, user, assistant, tool",
                   "messages");
-    if (m.contains("content") && !is_content(m["content"]))
-      bad_request(where + ".content must be a string or an array of content parts", "messages");
+    if (m.contains("content")) check_content(m["content"], where);
     if (!m.contains("content") && role != "assistant")
       bad_request(where + " has no 'content'", "messages");
     if (has(m, "reasoning_content") && !m["reasoning_content"].is_string())
@@ -255,6 +265,7 @@ void check_messages(const ojson& msgs) {
             !c["function"].contains("name") || !c["function"]["name"].is_string())
           bad_request(where + ".tool_calls entries need function.name", "messages");
         // The arguments string is parsed as JSON before rendering: the same depth limit as the body.
+        // (What it must parse to, a JSON object, "" meaning {}, is chat/messages.h's rule.)
         const ojson& args = c["function"].value("arguments", ojson());
         if (args.is_string() && json_nesting_depth(args.get_ref<const std::string&>()) > kMaxJsonDepth)
           bad_request(where + ".tool_calls[].function.arguments is nested deeper than " +
@@ -325,6 +336,7 @@ ChatRequest parse_chat_request(const ojson& b, const SamplingParams& defaults) {
     }
   }
   if (r.tool_choice == "none") r.tools = nullptr;  // the model is not told about tools at all
+  if (has(b, "parallel_tool_calls")) r.parallel_tool_calls = get_bool(b, "parallel_tool_calls");
   if (has(b, "reasoning_effort")) {
     r.reasoning_effort = get_string(b, "reasoning_effort");
     static const char* kEfforts[] = {"none", "minimal", "low", "medium", "high", "xhigh"};

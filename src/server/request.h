@@ -58,6 +58,7 @@ struct ChatRequest : GenerationParams {
   std::string forced_tool;           // tool_choice {"type": "function", "function": {"name": ...}}
   ojson template_kwargs;           // chat_template_kwargs object, or null
   std::string reasoning_effort;    // "" | none | minimal | low | medium | high | xhigh (chat/thinking.h maps it)
+  bool parallel_tool_calls = true; // false: a choice ends after its first tool call (TurnOptions::max_tool_calls)
 };
 
 struct CompletionRequest : GenerationParams {

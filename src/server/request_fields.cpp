@@ -18,7 +18,8 @@ constexpr const char* kCommon[] = {
     "frequency_penalty", "repetition_penalty", "logit_bias", "min_tokens", "ignore_eos",
     "max_tokens", "stop", "n", "stream", "stream_options", "logprobs", "response_format", "grammar"};
 constexpr const char* kChatOnly[] = {"messages", "max_completion_tokens", "top_logprobs", "tools",
-                                     "tool_choice", "chat_template_kwargs", "reasoning_effort"};
+                                     "tool_choice", "chat_template_kwargs", "reasoning_effort",
+                                     "parallel_tool_calls"};
 constexpr const char* kCompletionOnly[] = {"prompt"};
 
 // OpenAI gives these no effect on the generated output: end-user ids for abuse monitoring,
@@ -37,8 +38,6 @@ const std::vector<FieldRule>& field_rules(Endpoint e) {
     for (const char* f : kNoEffect) r.push_back({f, FieldRule::kNoEffect, ""});
     r.push_back({"store", FieldRule::kDefaultOnly, "false: nothing is stored by this server"});
     r.push_back({"service_tier", FieldRule::kDefaultOnly, "\"auto\" or \"default\": there is one tier"});
-    r.push_back({"parallel_tool_calls", FieldRule::kDefaultOnly,
-                 "true: the model may call several tools in one turn, and nothing can yet limit it to one"});
     r.push_back({"modalities", FieldRule::kDefaultOnly, "[\"text\"]: this server writes text only"});
     r.push_back({"verbosity", FieldRule::kRefused, "the chat template has no verbosity control"});
     r.push_back({"audio", FieldRule::kRefused, "this server writes text only"});
@@ -128,7 +127,6 @@ bool is_default(const std::string& key, const ojson& v) {
   if (key == "service_tier") return v == "auto" || v == "default";
   if (key == "truncation") return v == "disabled";
   if (key == "background") return v == false;
-  if (key == "parallel_tool_calls") return v == true;
   if (key == "modalities") return v == ojson::array({"text"});
   if (key == "best_of") return v == 1;
   if (key == "echo") return v == false;

@@ -83,6 +83,7 @@ chat::PreparedTurn Server::prepare_chat_turn(ChatRequest& cr) {
   chat::TurnOptions o;
   o.gen = gen_limits(cr);
   o.stop = cr.stop;
+  o.max_tool_calls = cr.parallel_tool_calls ? 0 : 1;
   o.context_limit = engine_.context_limit();
   o.default_max_tokens = opts_.default_max_tokens;
   o.drop_reasoning_over = opts_.drop_reasoning_over;

@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 
@@ -285,7 +286,11 @@ TEST(Grammar, UnsupportedSchemaKeywordsAreNamed) {
       {R"({"type":"string","format":"email"})", "format"},
       {R"({"oneOf":[{"type":"string"}]})", "oneOf"},
       {R"({"allOf":[{"type":"string"}]})", "allOf"},
-      {R"({"type":"number","minimum":1})", "minimum"},
+      {R"({"type":"number","exclusiveMinimum":true})", "exclusiveMinimum"},
+      {R"({"type":"number","minimum":2,"exclusiveMaximum":2})", "maximum"},
+      {R"({"type":"object","propertyNames":{"maxLength":3}})", "propertyNames"},
+      {R"({"type":"object","propertyNames":{"type":"string","pattern":"^a"}})", "propertyNames"},
+      {R"({"type":"string","minLength":10001})", "minLength"},
       {R"({"type":"array","items":[{"type":"string"}]})", "items"},
       {R"({"$ref":"http://x/y"})", "$ref"},
       {R"({"$ref":"#/$defs/missing"})", "$ref"},
@@ -374,16 +379,27 @@ std::string violation(const nlohmann::json& v, const nlohmann::json& s) {
     if (s.contains("minLength") && cps < s["minLength"].get<int64_t>()) return "minLength";
     if (s.contains("maxLength") && cps > s["maxLength"].get<int64_t>()) return "maxLength";
   }
-  if (v.is_number_integer()) {
-    if (s.contains("minimum") && v.get<int64_t>() < s["minimum"].get<int64_t>()) return "minimum";
-    if (s.contains("maximum") && v.get<int64_t>() > s["maximum"].get<int64_t>()) return "maximum";
+  if (v.is_number()) {  // as JavaScript (ajv) compares: doubles
+    const double x = v.get<double>();
+    if (s.contains("minimum") && x < s["minimum"].get<double>()) return "minimum";
+    if (s.contains("maximum") && x > s["maximum"].get<double>()) return "maximum";
+    if (s.contains("exclusiveMinimum") && x <= s["exclusiveMinimum"].get<double>()) return "exclusiveMinimum";
+    if (s.contains("exclusiveMaximum") && x >= s["exclusiveMaximum"].get<double>()) return "exclusiveMaximum";
   }
   if (v.is_object()) {
     for (const auto& r : s.value("required", nlohmann::json::array()))
       if (!v.contains(r.get<std::string>())) return "required " + r.get<std::string>();
-    for (const auto& [k, sub] : s.value("properties", nlohmann::json::object()).items())
+    const nlohmann::json props = s.value("properties", nlohmann::json::object());
+    for (const auto& [k, sub] : props.items())
       if (v.contains(k))
         if (std::string why = violation(v[k], sub); !why.empty()) return k + ": " + why;
+    for (const auto& [k, x] : v.items()) {  // keys not listed: additionalProperties (propertyNames: strings, always)
+      if (props.contains(k) || !s.contains("additionalProperties")) continue;
+      const nlohmann::json& ap = s["additionalProperties"];
+      if (ap == false) return "additional property " + k;
+      if (ap.is_object())
+        if (std::string why = violation(x, ap); !why.empty()) return k + " (additional): " + why;
+    }
   }
   if (v.is_array()) {
     if (s.contains("minItems") && int64_t(v.size()) < s["minItems"].get<int64_t>()) return "minItems";
@@ -446,7 +462,7 @@ TEST(Grammar, ForcedToolCallsHonourLengthsAndOptionals) {
       {R"({"$ref":"#/$defs/x"})", "$ref", true},
       {R"({"allOf":[{"type":"string"}]})", "allOf", true},
       {R"({"type":"string","minLength":3,"maxLength":2})", "maxLength", false},
-      {R"({"type":"string","maxLength":20000})", "maxLength", true},
+      {R"({"type":"string","minLength":20000})", "minLength", true},
       {R"({"const":"None"})", "const", false},
   };
   for (const auto& [schema, kw, m3] : bad) {
@@ -458,6 +474,168 @@ TEST(Grammar, ForcedToolCallsHonourLengthsAndOptionals) {
     } catch (const SchemaError& e) {
       EXPECT_EQ(e.keyword(), kw) << schema << " -> " << e.what();
     }
+  }
+}
+
+// Numbers with bounds (minimum / maximum / exclusive*, integral or not, negative or not) against
+// exact arithmetic: every probe k / 1000 in a range around the bounds, written as JSON writes it
+// and with a trailing zero, is accepted exactly when it is within them; derived sentences are
+// numbers within them (compared as doubles, as ajv does). Integer schemas round a fractional bound
+// inward (an integer >= 0.5 is >= 1).
+TEST(Grammar, NumberRangesMatchArithmetic) {
+  struct Case {
+    const char* schema;
+    std::optional<int64_t> lo, hi;  // the bounds x 1000
+    bool lo_incl = true, hi_incl = true;
+  };
+  const std::vector<Case> cases = {
+      {R"({"type":"number","minimum":0})", 0, std::nullopt},
+      {R"({"type":"number","minimum":0,"maximum":600000})", 0, 600000000},
+      {R"({"type":"number","exclusiveMinimum":0})", 0, std::nullopt, false},
+      {R"({"type":"number","minimum":0,"maximum":1})", 0, 1000},
+      {R"({"type":"number","minimum":-2.25,"exclusiveMaximum":3.5})", -2250, 3500, true, false},
+      {R"({"type":"number","exclusiveMinimum":-1.5,"maximum":-0.125})", -1500, -125, false, true},
+      {R"({"type":"number","maximum":-3})", std::nullopt, -3000},
+      {R"({"type":"number","exclusiveMaximum":0.5})", std::nullopt, 500, true, false},
+      {R"({"type":"number","minimum":0.1,"maximum":0.1})", 100, 100},
+      {R"({"type":"number","minimum":12.05,"maximum":12.5})", 12050, 12500},
+      {R"({"type":"number","minimum":-0.75,"maximum":0.75,"exclusiveMinimum":-0.75})", -750, 750, false, true},
+      {R"({"type":["number","null"],"minimum":1,"maximum":7})", 1000, 7000},
+      {R"({"type":"number","minimum":1e-2,"maximum":2.5e1})", 10, 25000},
+  };
+  std::mt19937 rng(12);
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.schema);
+    const Grammar g = parse_gbnf(json_schema_to_gbnf(nlohmann::json::parse(k.schema)));
+    Automaton a(g);
+    std::vector<int64_t> probe;  // x 1000
+    for (int64_t v = -4000; v <= 4000; v += 1) probe.push_back(v);
+    for (const std::optional<int64_t>& v : {k.lo, k.hi})
+      if (v)
+        for (int64_t d = -30; d <= 30; ++d) probe.push_back(*v + d);
+    for (int i = 0; i < 3000; ++i) probe.push_back(int64_t(rng() % 2000000000) - 1000000000);
+    auto text = [](int64_t v, bool pad) {  // v / 1000, shortest form (or with a trailing 0)
+      std::string t = std::to_string(std::llabs(v) / 1000);
+      std::string f = std::to_string(std::llabs(v) % 1000);
+      f = std::string(3 - f.size(), '0') + f;
+      while (!f.empty() && f.back() == '0') f.pop_back();
+      if (pad) f += "0";
+      if (!f.empty()) t += "." + f;
+      return (v < 0 ? "-" : "") + t;
+    };
+    for (int64_t v : probe) {
+      const bool in = (!k.lo || (k.lo_incl ? v >= *k.lo : v > *k.lo)) && (!k.hi || (k.hi_incl ? v <= *k.hi : v < *k.hi));
+      for (bool pad : {false, true}) ASSERT_EQ(automaton_accepts(a, text(v, pad)), in) << text(v, pad);
+    }
+    EXPECT_FALSE(automaton_accepts(a, "-0"));
+    EXPECT_FALSE(automaton_accepts(a, "01"));
+    EXPECT_FALSE(automaton_accepts(a, "1."));
+    const nlohmann::json schema = nlohmann::json::parse(k.schema);
+    for (int i = 0; i < 300; ++i) {
+      const std::string s = derive(g, rng, g.root);
+      const nlohmann::json v = nlohmann::json::parse(s);
+      ASSERT_EQ(violation(v, schema), "") << s;
+    }
+  }
+  // Integers with fractional bounds: the nearest integers inside.
+  Automaton a(parse_gbnf(json_schema_to_gbnf(nlohmann::json::parse(R"({"type":"integer","minimum":0.5,"exclusiveMaximum":3.5})"))));
+  for (int v = -3; v <= 6; ++v) EXPECT_EQ(automaton_accepts(a, std::to_string(v)), v >= 1 && v <= 3) << v;
+}
+
+// propertyNames {"type": "string"} changes nothing (every key is a string); an anyOf of only string
+// consts / enums is one enum (the forced-tool grammars need that: a union of strings cannot be
+// written raw); a maxLength above the repetition cap is no bound (a minLength above it is refused).
+TEST(Grammar, HarnessSchemaShapes) {
+  const auto record = nlohmann::json::parse(R"({"type":"object","propertyNames":{"type":"string"},"additionalProperties":{"type":"string"}})");
+  const Grammar g = parse_gbnf(json_schema_to_gbnf(record));
+  Automaton a(g);
+  EXPECT_TRUE(automaton_accepts(a, R"({"k": "v", "k2": "w"})"));
+  EXPECT_FALSE(automaton_accepts(a, R"({"k": 1})"));
+  std::mt19937 rng(13);
+  for (int i = 0; i < 100; ++i) {
+    const std::string s = derive(g, rng, g.root);
+    ASSERT_EQ(violation(nlohmann::json::parse(s), record), "") << s;
+  }
+  const auto choices = nlohmann::json::parse(R"({"anyOf":[{"type":"string","enum":["pending","in_progress"]},{"const":"deleted"},{"enum":["pending","done"],"description":"d"}]})");
+  Automaton c(parse_gbnf(json_schema_to_gbnf(choices)));
+  for (const char* v : {"\"pending\"", "\"in_progress\"", "\"deleted\"", "\"done\""}) EXPECT_TRUE(automaton_accepts(c, v)) << v;
+  for (const char* v : {"\"pend\"", "\"x\"", "null"}) EXPECT_FALSE(automaton_accepts(c, v)) << v;
+  const std::optional<nlohmann::ordered_json> e = string_choices(nlohmann::ordered_json::parse(choices.dump()));
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->dump(), R"({"enum":["pending","in_progress","deleted","done"]})");
+  // oneOf: a value in two branches matches both, so it is out.
+  EXPECT_EQ(string_choices(nlohmann::ordered_json::parse(R"({"oneOf":[{"enum":["a","b"]},{"enum":["b","c"]}]})"))->dump(), R"({"enum":["a","c"]})");
+  EXPECT_FALSE(string_choices(nlohmann::ordered_json::parse(R"({"anyOf":[{"const":"a"},{"type":"string","minLength":2}]})")));
+  EXPECT_FALSE(string_choices(nlohmann::ordered_json::parse(R"({"anyOf":[{"const":"a"},{"const":1}]})")));
+  Automaton big(parse_gbnf(json_schema_to_gbnf(nlohmann::json::parse(R"({"type":"string","minLength":2,"maxLength":100000})"))));
+  EXPECT_TRUE(automaton_accepts(big, "\"" + std::string(20000, 'x') + "\""));
+  EXPECT_FALSE(automaton_accepts(big, "\"x\""));
+}
+
+// The tool schemas the coding agents send, with the keywords that were refused before: Claude Code
+// 2.1's (zod's JSON Schema: integer exclusiveMinimum 0 / maximum 2^53-1, number minimum /
+// maximum, propertyNames {"type": "string"} records, additionalProperties {} or a schema, a status
+// anyOf of a string enum and a string const, minItems / maxItems) and Codex's (shell, apply_patch,
+// update_plan). Every format's forced-call grammar takes them; derived calls parse back valid
+// under the independent check above.
+TEST(Grammar, ForcedCallsOverAgentToolSchemas) {
+  const auto tools = nlohmann::ordered_json::parse(R"([
+    {"type":"function","function":{"name":"Task","parameters":{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","properties":{
+      "description":{"description":"A short description","type":"string"},"prompt":{"type":"string"},
+      "model":{"type":"string","enum":["sonnet","opus","haiku"]},"run_in_background":{"type":"boolean"},
+      "max_turns":{"type":"integer","exclusiveMinimum":0,"maximum":9007199254740991}},
+      "required":["description","prompt","max_turns"],"additionalProperties":false}}},
+    {"type":"function","function":{"name":"TaskOutput","parameters":{"type":"object","properties":{
+      "task_id":{"type":"string"},"block":{"default":true,"type":"boolean"},
+      "timeout":{"description":"Max wait time in ms","default":30000,"type":"number","minimum":0,"maximum":600000}},
+      "required":["task_id","block","timeout"],"additionalProperties":false}}},
+    {"type":"function","function":{"name":"TaskCreate","parameters":{"type":"object","properties":{
+      "subject":{"type":"string"},"metadata":{"type":"object","propertyNames":{"type":"string"},"additionalProperties":{}}},
+      "required":["subject"],"additionalProperties":false}}},
+    {"type":"function","function":{"name":"TaskUpdate","parameters":{"type":"object","properties":{
+      "taskId":{"type":"string"},
+      "status":{"anyOf":[{"type":"string","enum":["pending","in_progress","completed"]},{"type":"string","const":"deleted"}]}},
+      "required":["taskId","status"],"additionalProperties":false}}},
+    {"type":"function","function":{"name":"AskUserQuestion","parameters":{"type":"object","properties":{
+      "questions":{"minItems":1,"maxItems":2,"type":"array","items":{"type":"object","properties":{
+        "question":{"type":"string"},"options":{"minItems":2,"maxItems":3,"type":"array","items":{"type":"object",
+          "properties":{"label":{"type":"string"},"description":{"type":"string"}},"required":["label","description"],"additionalProperties":false}},
+        "multiSelect":{"default":false,"type":"boolean"}},"required":["question","options","multiSelect"],"additionalProperties":false}},
+      "answers":{"type":"object","propertyNames":{"type":"string"},"additionalProperties":{"type":"string"}}},
+      "required":["questions"],"additionalProperties":false}}},
+    {"type":"function","function":{"name":"shell","parameters":{"type":"object","properties":{
+      "command":{"type":"array","items":{"type":"string"}},"workdir":{"type":"string"},"timeout_ms":{"type":"number"}},
+      "required":["command"],"additionalProperties":false}}},
+    {"type":"function","function":{"name":"update_plan","parameters":{"type":"object","properties":{
+      "explanation":{"type":"string"},"plan":{"type":"array","items":{"type":"object","properties":{
+        "step":{"type":"string"},"status":{"type":"string","enum":["pending","in_progress","completed"]}},
+        "required":["step","status"],"additionalProperties":false}}},"required":["plan"],"additionalProperties":false}}},
+    {"type":"function","function":{"name":"apply_patch","parameters":{"type":"object","properties":{"input":{"type":"string"}},
+      "required":["input"],"additionalProperties":false}}}])");
+  const nlohmann::json tools_plain = nlohmann::json::parse(tools.dump());
+  std::map<std::string, nlohmann::json> params;
+  for (const auto& t : tools_plain) params[t["function"]["name"]] = t["function"]["parameters"];
+  for (const auto format : {chat::OutputFormat::kM2, chat::OutputFormat::kM3, chat::OutputFormat::kM1}) {
+    SCOPED_TRACE(int(format));
+    std::string gbnf;
+    ASSERT_NO_THROW(gbnf = format == chat::OutputFormat::kM3   ? m3_tool_call_gbnf(tools, "")
+                           : format == chat::OutputFormat::kM1 ? m1_tool_call_gbnf(tools, "")
+                                                               : m2_tool_call_gbnf(tools, ""));
+    const Grammar g = parse_gbnf(gbnf);
+    std::mt19937 rng(50 + int(format));
+    std::set<std::string> called;
+    for (int i = 0; i < 300; ++i) {
+      const std::string s = derive(g, rng, g.root);
+      const chat::ParsedDelta d = chat::parse_full(format, s, tools_plain, /*starts_in_reasoning=*/false);
+      ASSERT_FALSE(d.tool_calls.empty()) << s;
+      for (const chat::ToolCall& c : d.tool_calls) {
+        ASSERT_TRUE(params.count(c.name)) << c.name;
+        called.insert(c.name);
+        ASSERT_EQ(violation(nlohmann::json::parse(c.arguments_json), params[c.name]), "")
+            << c.name << " " << c.arguments_json << "\n" << s;
+      }
+    }
+    EXPECT_EQ(called.size(), params.size()) << "every tool is called at least once";
   }
 }
 

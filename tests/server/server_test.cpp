@@ -692,11 +692,11 @@ TEST_F(ServerTest, EveryFieldIsHonouredOrRefusedByName) {
       {"prediction", {{"type", "content"}, {"content", "x"}}, nullptr},
       {"store", false, true},
       {"service_tier", "auto", "flex"},
-      {"parallel_tool_calls", true, false},
+      {"parallel_tool_calls", false, "no"},  // honoured: false ends a choice after one call
       {"modalities", {"text"}, {"text", "audio"}},
       {"response_format", {{"type", "json_object"}}, {{"type", "yaml"}}},
       {"grammar", "root ::= \"yes\" | \"no\"", "root ::= undefined-rule"},
-      {"reasoning_effort", nullptr, "low"},  // the M2 template has no reasoning switch
+      {"reasoning_effort", "low", "extreme"},  // no switch in the M2 template: a stated no-op
       {"verbosity", nullptr, "low"},
       {"audio", nullptr, {{"voice", "alloy"}}},
       {"web_search_options", nullptr, json::object()},

@@ -221,6 +221,52 @@ await check("tool_choice required, streamed: the calls equal the whole reply's",
   assert.deepEqual(calls, whole.choices[0].message.tool_calls.map((t) => ({ name: t.function.name, arguments: t.function.arguments })));
 });
 
+// The shapes the coding agents' tool schemas have (Claude Code 2.1 via zod: integer
+// exclusiveMinimum 0 / maximum 2^53-1, number minimum / maximum, propertyNames records, a status
+// anyOf of a string enum and a string const; Codex: number timeouts): forced calls valid by ajv.
+const agentTools = [
+  { type: "function", function: { name: "TaskOutput", parameters: { $schema: "https://json-schema.org/draft/2020-12/schema",
+    type: "object", properties: { task_id: { type: "string", maxLength: 8 }, block: { type: "boolean", default: true },
+      timeout: { type: "number", minimum: 0, maximum: 600000 }, ratio: { type: "number", exclusiveMinimum: 0, exclusiveMaximum: 1 } },
+    required: ["task_id", "block", "timeout", "ratio"], additionalProperties: false } } },
+  { type: "function", function: { name: "TaskUpdate", parameters: { type: "object", properties: {
+      max_turns: { type: "integer", exclusiveMinimum: 0, maximum: 9007199254740991 },
+      status: { anyOf: [{ type: "string", enum: ["pending", "in_progress", "completed"] }, { type: "string", const: "deleted" }] },
+      metadata: { type: "object", propertyNames: { type: "string" }, additionalProperties: { type: "string", maxLength: 4 } },
+      note: { type: "string", maxLength: 100000 } },
+    required: ["max_turns", "status", "metadata"], additionalProperties: false } } },
+];
+// (ajv's default draft is 07: the $schema line, an annotation, stays with the server only.)
+for (const t of agentTools) {
+  const { $schema, ...schema } = t.function.parameters;
+  paramsOf[t.function.name] = ajv.compile(schema);
+}
+await check("forced calls over agent tool schemas (number bounds, propertyNames, a string anyOf): 16 seeded replies valid", async () => {
+  const bad = [];
+  await pool(16, 8, async (i) => {
+    const only = agentTools[i % 2].function.name;
+    const r = await client.chat.completions.create({
+      model: MODEL, messages: [{ role: "user", content: "Update the task." }], tools: agentTools,
+      tool_choice: { type: "function", function: { name: only } }, temperature: 1, seed: 8000 + i, max_tokens: 400,
+    });
+    checkCalls(r.choices[0], only, bad, `seed ${8000 + i}`);
+  });
+  assert.deepEqual(bad, []);
+});
+
+await check("parallel_tool_calls false: one call, finish_reason tool_calls", async () => {
+  const ping = { type: "function", function: { name: "ping", parameters: { type: "object",
+    properties: { n: { type: "integer", minimum: 1, maximum: 3 } }, required: ["n"] } } };
+  paramsOf.ping ??= ajv.compile(ping.function.parameters);
+  const bad = [];
+  for (let seed = 9000; seed < 9012; seed++) {
+    const r = await client.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: "Ping." }], tools: [ping],
+      tool_choice: "required", parallel_tool_calls: false, temperature: 1, seed, max_tokens: 400 });
+    checkCalls(r.choices[0], "ping", bad, `seed ${seed}`);
+  }
+  assert.deepEqual(bad, []);
+});
+
 // MMX_FAMILY (m2 | m3) and MMX_WEIGHTS (random | trained) say what the server runs (CMakeLists.txt).
 const FAMILY = process.env.MMX_FAMILY ?? "m2", RANDOM = process.env.MMX_WEIGHTS !== "trained";
 

@@ -1,6 +1,6 @@
 // reasoning_effort -> each template's own reasoning switch (chat/thinking.h): M3's
-// thinking_mode, a template reading enable_thinking, and M2's templates that have none (400,
-// through the server's mapping of chat::ChatError, server/api_error.h).
+// thinking_mode, a template reading enable_thinking, and M2's templates that have none (a stated
+// no-op). Two switches at once are a 400 (through the server's mapping of chat::ChatError).
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -52,24 +52,29 @@ TEST(Thinking, EnableThinkingTemplatesGetABool) {
   EXPECT_EQ(effort_to(t, "high", "enable_thinking"), "true");
 }
 
-TEST(Thinking, NoSwitchOrTwoSwitchesIs400) {
+// M2's templates have no switch: reasoning_effort is a stated no-op (the kwargs stay as they were);
+// a switch set twice (reasoning_effort and chat_template_kwargs) is a 400 naming reasoning_effort.
+TEST(Thinking, NoSwitchIsANoOpTwoSwitchesIs400) {
   const ChatTemplate m2 = from_file("minimax_m2.jinja");
   chat::ServedModel m;
   m.chat_template = &m2;
   chat::Conversation r;
-  r.reasoning_effort = "low";
+  for (const char* effort : {"none", "low", "high"}) {
+    r.reasoning_effort = effort;
+    EXPECT_NO_THROW(chat::apply_reasoning_effort(r, m)) << effort;
+    EXPECT_TRUE(r.template_kwargs.is_null()) << effort << ": " << r.template_kwargs.dump();
+  }
+  const ChatTemplate m3 = from_file("minimax_m3.jinja");
+  m.chat_template = &m3;
+  r.template_kwargs = {{"thinking_mode", "enabled"}};
   try {
     chat::apply_reasoning_effort(r, m);
-    ADD_FAILURE() << "M2 has no reasoning switch";
+    ADD_FAILURE() << "two reasoning switches";
   } catch (const chat::ChatError& ce) {
     const ApiError e = to_api_error(ce);
     EXPECT_EQ(e.status, 400);
     EXPECT_EQ(e.param, "reasoning_effort");
   }
-  const ChatTemplate m3 = from_file("minimax_m3.jinja");
-  m.chat_template = &m3;
-  r.template_kwargs = {{"thinking_mode", "enabled"}};
-  EXPECT_THROW(chat::apply_reasoning_effort(r, m), chat::ChatError);
 }
 
 }  // namespace

@@ -484,10 +484,9 @@ ResponsesRequest parse_responses_request(const ojson& b, const chat::ServedModel
   if (given(b, "text")) convert_text(b["text"], chat);
   if (given(b, "reasoning")) {
     const std::string effort = reasoning_fields(b["reasoning"], r.summary);
-    // A template without a reasoning switch (MiniMax-M2) always reasons: an effort that asks for
-    // reasoning is what it does anyway; none / minimal reach the chat rules and their 400.
-    if (!effort.empty() && (!chat::thinking_control(model).empty() || effort == "none" || effort == "minimal"))
-      chat["reasoning_effort"] = effort;
+    // The chat rule (chat/thinking.h): the values checked, mapped to the template's switch, or a
+    // stated no-op on a template without one (MiniMax-M2 always reasons).
+    if (!effort.empty()) chat["reasoning_effort"] = effort;
   }
   try {
     r.chat = parse_chat_request(chat, model.sampling);

@@ -28,6 +28,9 @@ double get_number(const ojson& j, const char* key) {
 
 int64_t get_int(const ojson& j, const char* key) {
   const ojson& v = j.at(key);
+  // Past int64 (JSON reads 2^63 as unsigned): say so, rather than wrap it negative.
+  if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX))
+    bad_request(std::string("'") + key + "' is too large (at most 9223372036854775807)", key);
   if (v.is_number_integer()) return v.get<int64_t>();
   // 3.0 is accepted as 3 (JSON has one number type); 3.5 is not.
   if (v.is_number_float()) {

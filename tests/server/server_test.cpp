@@ -631,6 +631,11 @@ TEST_F(ServerTest, MalformedInputs) {
   expect_error(post(chat, chat_body({{"max_tokens", -5}}).dump()), 400, "negative max_tokens");
   expect_error(post(chat, chat_body({{"max_tokens", 0}}).dump()), 400, "zero max_tokens");
   expect_error(post(chat, chat_body({{"max_tokens", 1.5}}).dump()), 400, "fractional max_tokens");
+  {  // 2^63 is past int64: "too large", not "must be at least 1" (it used to wrap negative)
+    auto r = post(chat, chat_body({{"max_tokens", uint64_t(1) << 63}}).dump());
+    expect_error(r, 400, "max_tokens 2^63");
+    EXPECT_NE(r->body.find("too large"), std::string::npos) << r->body;
+  }
   expect_error(post(chat, chat_body({{"n", 0}}).dump()), 400, "n 0");
   expect_error(post(chat, chat_body({{"n", 17}}).dump()), 400, "n 17");
   expect_error(post(chat, chat_body({{"stream", "yes"}}).dump()), 400, "stream string");

@@ -343,15 +343,29 @@ std::string GbnfWriter::object(const json& s, Ctx& c, const std::string& path) {
   };
   for (const auto& [k, v] : props.items())
     items.emplace_back(kv(k, visit(v, c, path + "/properties/" + k)), is_required(k));
-  for (const std::string& r : required)
-    if (!props.contains(r)) items.emplace_back(kv(r, value_rule()), true);
   std::string extra;  // a key-value of an unlisted property, when they are to be written
+  std::string extra_value = value_rule();  // the value of an unlisted property
+  bool closed = false;                     // additionalProperties: false
   if (s.contains("additionalProperties")) {
     const json& a = s["additionalProperties"];
-    if (a.is_object() || (a.is_boolean() && a.get<bool>()))
-      extra = fmt::format(R"({} {} ":" {} {})", str, ws, ws, visit(a, c, path + "/additionalProperties"));
-    else if (!a.is_boolean()) refuse("additionalProperties", path, "'additionalProperties' must be a boolean or a schema");
+    if (a.is_object() || (a.is_boolean() && a.get<bool>())) {
+      extra_value = visit(a, c, path + "/additionalProperties");
+      extra = fmt::format(R"({} {} ":" {} {})", str, ws, ws, extra_value);
+    } else if (!a.is_boolean()) {
+      refuse("additionalProperties", path, "'additionalProperties' must be a boolean or a schema");
+    } else {
+      closed = true;
+    }
   }
+  // A required name not in properties is an additional property: its value follows
+  // additionalProperties, and with additionalProperties false no object can have it.
+  for (const std::string& r : required)
+    if (!props.contains(r)) {
+      if (closed)
+        refuse("required", path, fmt::format("'{}' is required, but it is not in 'properties' and 'additionalProperties' is "
+                                             "false: no object satisfies this schema", r));
+      items.emplace_back(kv(r, extra_value), true);
+    }
   // first_i: the members from i on when none was written yet; rest_i: after one was.
   const std::string base = fresh(c.prefix + "-obj");
   std::string first = extra.empty() ? "" : fmt::format("({} ({} \",\" {} {})*)?", extra, ws, ws, extra);

@@ -298,6 +298,8 @@ TEST(Grammar, UnsupportedSchemaKeywordsAreNamed) {
       {R"({"type":"object","properties":{"a":{"type":"string","uniqueItems":true}}})", "uniqueItems"},
       {R"({"type":"integer","minimum":5,"maximum":4})", "maximum"},
       {R"(false)", "false"},
+      // Unsatisfiable: 'a' must be there and may not (it used to give {"a": 0}).
+      {R"({"properties":{},"required":["a"],"additionalProperties":false})", "required"},
   };
   for (const auto& [text, kw] : bad) {
     try {
@@ -306,6 +308,20 @@ TEST(Grammar, UnsupportedSchemaKeywordsAreNamed) {
     } catch (const SchemaError& e) {
       EXPECT_EQ(e.keyword(), kw) << text << " -> " << e.what();
     }
+  }
+}
+
+// A required name outside 'properties' is an additional property: its value follows
+// additionalProperties (it used to be any JSON value).
+TEST(Grammar, RequiredOutsidePropertiesFollowsAdditionalProperties) {
+  const Grammar g = parse_gbnf(json_schema_to_gbnf(
+      nlohmann::json::parse(R"({"type":"object","required":["a"],"additionalProperties":{"type":"integer"}})")));
+  std::mt19937 rng(5);
+  for (int i = 0; i < 200; ++i) {
+    const std::string sentence = derive(g, rng, g.root);
+    const nlohmann::json v = nlohmann::json::parse(sentence);
+    ASSERT_TRUE(v.contains("a")) << sentence;
+    for (const auto& [k, x] : v.items()) EXPECT_TRUE(x.is_number_integer()) << sentence;
   }
 }
 

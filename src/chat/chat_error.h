@@ -22,6 +22,9 @@ class ChatError : public Error {
   ChatError(Kind kind, const std::string& message, std::string param = "")
       : Error(message), kind_(kind), param_(std::move(param)) {}
   Kind kind() const { return kind_; }
+  // kContextExceeded: the prompt's tokens (a lower bound when refused from its size) and the
+  // most a prompt may have (the context less the one token left to generate); 0 otherwise.
+  int64_t prompt_tokens = 0, max_prompt_tokens = 0;
   // The offending field as the OpenAI API names it ("messages", "chat_template_kwargs", ...), "" when none.
   const std::string& param() const { return param_; }
 
@@ -35,13 +38,18 @@ class ChatError : public Error {
   throw ChatError(ChatError::Kind::kInvalid, message, param);
 }
 
-// A prompt that leaves nothing to generate; `n_prompt` says how many tokens it has ("312", or
-// "at least 9000" when it was refused from its size before encoding).
-[[noreturn]] inline void context_exceeded(int64_t context, const std::string& n_prompt, const std::string& param) {
-  throw ChatError(ChatError::Kind::kContextExceeded,
-                  "This model's maximum context length is " + std::to_string(context) + " tokens; the prompt has " +
-                      n_prompt + " tokens (at least one token must be left to generate)",
-                  param);
+// A prompt that leaves nothing to generate: it has n_prompt tokens ("at least" n_prompt when it
+// was refused from its size before encoding).
+[[noreturn]] inline void context_exceeded(int64_t context, int64_t n_prompt, const std::string& param,
+                                          bool at_least = false) {
+  ChatError e(ChatError::Kind::kContextExceeded,
+              "This model's maximum context length is " + std::to_string(context) + " tokens; the prompt has " +
+                  (at_least ? "at least " : "") + std::to_string(n_prompt) +
+                  " tokens (at least one token must be left to generate)",
+              param);
+  e.prompt_tokens = n_prompt;
+  e.max_prompt_tokens = context - 1;
+  throw e;
 }
 
 }  // namespace mmx::chat

@@ -104,7 +104,7 @@ ChatPrompt build_chat_prompt(const ServedModel& m, const Conversation& c_in, dou
   // Too long to fit whatever it encodes to: refused before encoding (unless dropping reasoning
   // may still shorten it).
   if (const int64_t at_least = m.tokenizer->min_tokens(p.text.size()); drop_over == 0 && at_least >= context_limit)
-    context_exceeded(context_limit, "at least " + std::to_string(at_least), "messages");
+    context_exceeded(context_limit, at_least, "messages", /*at_least=*/true);
   p.ids = encode(p.text);
   p.n_tokens_before_drop = int64_t(p.ids.size());
   if (drop_over > 0) {

@@ -10,7 +10,7 @@ namespace mmx::chat {
 GenRequest make_gen_request(const GenLimits& p, std::vector<int32_t> ids, int64_t context, int64_t default_max_tokens,
                             int64_t vocab, const std::vector<int32_t>& eos, const char* prompt_param) {
   const int64_t n_prompt = int64_t(ids.size());
-  if (n_prompt >= context) context_exceeded(context, std::to_string(n_prompt), prompt_param);
+  if (n_prompt >= context) context_exceeded(context, n_prompt, prompt_param);
   GenRequest g;
   g.prompt = std::move(ids);
   g.sampling = p.sampling;

@@ -1,6 +1,7 @@
 // Anthropic Messages request -> OpenAI chat body -> ChatRequest (anthropic_request.h).
 #include "server/anthropic_request.h"
 
+#include "server/anthropic_controls.h"
 #include "server/api_error.h"
 #include "server/request_fields.h"
 
@@ -53,13 +54,15 @@ std::string string_or_text_blocks(const ojson& v, const std::string& where, cons
 }
 
 // One user message: text blocks -> user messages, tool_result blocks -> tool messages, in order.
-void convert_user(const ojson& content, size_t i, ojson& out) {
+// `lead`: text that goes before its first block (folded system messages), "" for none.
+void convert_user(const ojson& content, size_t i, ojson& out, const std::string& lead) {
   if (content.is_string()) {
-    out.push_back({{"role", "user"}, {"content", content}});
+    out.push_back({{"role", "user"}, {"content", lead.empty() ? content.get<std::string>()
+                                                              : lead + "\n\n" + content.get<std::string>()}});
     return;
   }
-  std::string text;
-  bool has_text = false;
+  std::string text = lead;
+  bool has_text = !lead.empty();
   auto flush = [&] {
     if (has_text) out.push_back({{"role", "user"}, {"content", text}});
     text.clear();
@@ -132,8 +135,26 @@ void convert_assistant(const ojson& content, size_t i, ojson& out) {
   out.push_back(m);
 }
 
+// A system message inside `messages` (Claude Code's mid-conversation system turns) as the text
+// Claude Code itself puts in a user turn for the harness: the chat templates render a system
+// message only as the first message, and would drop it anywhere else.
+std::string system_reminder(const std::string& text) { return "<system-reminder>\n" + text + "\n</system-reminder>"; }
+
+// Appends text to the user turn just converted: to its last user message, or as a user message
+// after its tool results (what one more text block at its end would have become).
+void append_user_text(ojson& out, const std::string& text) {
+  ojson& last = out.back();
+  if (last["role"] == "user") last["content"] = last["content"].get<std::string>() + "\n\n" + text;
+  else out.push_back({{"role", "user"}, {"content", text}});
+}
+
+// messages (+ the top-level system) -> OpenAI messages. A system message is folded into the user
+// turn before it when it follows one, else into the next user turn (before its blocks); with
+// neither (it is last after an assistant turn, or before one) it becomes a user message of its own.
 ojson convert_messages(const ojson& b) {
   ojson out = ojson::array();
+  std::string pending;      // folded system text waiting for the next user turn
+  bool after_user = false;  // the last message converted was a user turn
   if (given(b, "system")) out.push_back({{"role", "system"}, {"content", string_or_text_blocks(b["system"], "system", "system")}});
   if (!b.contains("messages")) bad_request("'messages' is required", "messages");
   const ojson& msgs = b["messages"];
@@ -148,11 +169,24 @@ ojson convert_messages(const ojson& b) {
     const std::string role = m["role"].get<std::string>();
     if (!m.contains("content") || !(m["content"].is_string() || m["content"].is_array()))
       bad_request(w + ".content must be a string or a list of content blocks", "messages");
-    if (role == "user") convert_user(m["content"], i, out);
-    else if (role == "assistant") convert_assistant(m["content"], i, out);
-    else bad_request(w + ".role '" + role + "' is not one of user, assistant (the system prompt is the top-level "
-                     "'system' field)", "messages");
+    if (role == "system") {
+      const std::string text = system_reminder(string_or_text_blocks(m["content"], w + ".content", "messages"));
+      if (after_user) append_user_text(out, text);
+      else pending += (pending.empty() ? "" : "\n\n") + text;
+    } else if (role == "user") {
+      convert_user(m["content"], i, out, pending);
+      pending.clear();
+      after_user = true;
+    } else if (role == "assistant") {
+      if (!pending.empty()) out.push_back({{"role", "user"}, {"content", pending}});
+      pending.clear();
+      convert_assistant(m["content"], i, out);
+      after_user = false;
+    } else {
+      bad_request(w + ".role '" + role + "' is not one of user, assistant, system", "messages");
+    }
   }
+  if (!pending.empty()) out.push_back({{"role", "user"}, {"content", pending}});
   return out;
 }
 
@@ -166,9 +200,18 @@ ojson convert_tools(const ojson& tools) {
     if (given(t, "type") && t["type"] != "custom")
       bad_request(w + " has type " + t["type"].dump() + ": only client tools (no type, or \"custom\") are supported; "
                   "this server runs no server tools", "tools");
-    for (const auto& [k, v] : t.items())
-      if (k != "name" && k != "description" && k != "input_schema" && k != "type" && k != "cache_control")
-        bad_request(w + "." + k + " is not supported", "tools");
+    bool deferred = false;
+    for (const auto& [k, v] : t.items()) {
+      if (k == "name" || k == "description" || k == "input_schema" || k == "type" || k == "cache_control") continue;
+      // eager_input_streaming: input always streams as the model writes it (docs/api.md); strict:
+      // a forced call is always schema-valid, an unforced one is parsed by the schema's types.
+      if (k == "eager_input_streaming" || k == "strict" || k == "defer_loading") {
+        if (!v.is_null() && !v.is_boolean()) bad_request(w + "." + k + " must be a boolean", "tools");
+        if (k == "defer_loading") deferred = v == true;
+        continue;
+      }
+      bad_request(w + "." + k + " is not supported", "tools");
+    }
     if (!t.contains("name") || !t["name"].is_string() || t["name"].get<std::string>().empty())
       bad_request(w + ".name must be a non-empty string", "tools");
     if (!t.contains("input_schema") || !t["input_schema"].is_object())
@@ -179,13 +222,15 @@ ojson convert_tools(const ojson& tools) {
       fn["description"] = t["description"];
     }
     fn["parameters"] = t["input_schema"];
-    out.push_back({{"type", "function"}, {"function", fn}});
+    // defer_loading: not in the prompt until tool search loads it, which this server has no
+    // tool_reference expansion for: the tool is left out (the model cannot see it to call it).
+    if (!deferred) out.push_back({{"type", "function"}, {"function", fn}});
   }
   return out;
 }
 
-// {type: auto | none | any | tool (+ name)} -> the OpenAI value.
-ojson convert_tool_choice(const ojson& tc) {
+// {type: auto | none | any | tool (+ name)} -> the OpenAI value; one_call: disable_parallel_tool_use.
+ojson convert_tool_choice(const ojson& tc, bool& one_call) {
   if (!tc.is_object() || !tc.contains("type") || !tc["type"].is_string())
     bad_request("'tool_choice' must be an object {\"type\": \"auto\" | \"none\" | \"any\" | \"tool\"}", "tool_choice");
   const std::string type = tc["type"].get<std::string>();
@@ -193,9 +238,7 @@ ojson convert_tool_choice(const ojson& tc) {
     if (k == "type" || (k == "name" && type == "tool")) continue;
     if (k == "disable_parallel_tool_use" && type != "none") {
       if (!v.is_boolean()) bad_request("'tool_choice.disable_parallel_tool_use' must be a boolean", "tool_choice");
-      if (v.get<bool>())
-        bad_request("'tool_choice.disable_parallel_tool_use' is supported only as false: the model may call several "
-                    "tools in one turn, and nothing can yet limit it to one", "tool_choice");
+      one_call = v.get<bool>();  // the reply ends after its first tool call (anthropic_route.cpp)
       continue;
     }
     bad_request("'tool_choice." + k + "' is not a field of a \"" + type + "\" tool_choice", "tool_choice");
@@ -243,35 +286,18 @@ MessagesRequest parse_messages_request(const ojson& b, const chat::ServedModel& 
       if (k != "user_id" || !(v.is_string() || v.is_null()))
         bad_request("'metadata' takes only 'user_id' (a string)", "metadata");
   }
-  if (given(b, "tools")) chat["tools"] = convert_tools(b["tools"]);
-  if (given(b, "tool_choice")) chat["tool_choice"] = convert_tool_choice(b["tool_choice"]);
-  int64_t thinking_budget = -1;
-  if (given(b, "thinking")) {
-    const ojson& th = b["thinking"];
-    if (!th.is_object() || !th.contains("type") || !(th["type"] == "enabled" || th["type"] == "disabled"))
-      bad_request("'thinking' must be {\"type\": \"enabled\", \"budget_tokens\": N} or {\"type\": \"disabled\"}",
-                  "thinking");
-    const bool on = th["type"] == "enabled";
-    for (const auto& [k, v] : th.items()) {
-      if (k == "type") continue;
-      if (k != "budget_tokens" || !on) bad_request("'thinking." + k + "' is not a field of this thinking setting", "thinking");
-      if (!v.is_number_integer() || v.get<int64_t>() < 1)
-        bad_request("'thinking.budget_tokens' must be a positive integer", "thinking");
-      thinking_budget = v.get<int64_t>();
-    }
-    if (on && !count_tokens && !th.contains("budget_tokens"))
-      bad_request("'thinking.budget_tokens' is required when thinking is enabled", "thinking");
-    const std::string control = chat::thinking_control(model);
-    if (control == "thinking_mode") {
-      chat["chat_template_kwargs"] = {{"thinking_mode", on ? "enabled" : "disabled"}};
-    } else if (control == "enable_thinking") {
-      chat["chat_template_kwargs"] = {{"enable_thinking", on}};
-    } else if (!on) {
-      bad_request("'thinking' {\"type\": \"disabled\"} is not supported: this model always reasons (its chat template "
-                  "has no switch to turn thinking off)", "thinking");
-    }
-  }
   MessagesRequest r;
+  if (given(b, "tools")) chat["tools"] = convert_tools(b["tools"]);
+  if (given(b, "tool_choice")) chat["tool_choice"] = convert_tool_choice(b["tool_choice"], r.one_tool_call);
+  const ReasoningControls rc = parse_reasoning_controls(b, model, count_tokens);
+  if (!rc.template_kwargs.is_null()) chat["chat_template_kwargs"] = rc.template_kwargs;
+  if (!rc.response_format.is_null()) chat["response_format"] = rc.response_format;
+  const ContextEdits edits = parse_context_management(b);
+  r.context_management = edits.given;
+  ojson before_edits;
+  if (edits.keep_thinking_turns >= 0) before_edits = chat["messages"];
+  r.cleared_thinking_turns = clear_thinking(chat["messages"], edits.keep_thinking_turns);
+  if (r.cleared_thinking_turns > 0) r.messages_before_edits = std::move(before_edits);
   try {
     r.chat = parse_chat_request(chat, model.sampling);
   } catch (const ApiError& e) {
@@ -279,9 +305,11 @@ MessagesRequest parse_messages_request(const ojson& b, const chat::ServedModel& 
     if (e.param == "stop") throw ApiError(e.status, std::string(e.what()) + " (from 'stop_sequences')", "stop_sequences");
     if (e.param == "tool_choice" && given(b, "tool_choice"))
       throw ApiError(e.status, "'tool_choice' " + b["tool_choice"].dump() + ": " + e.what(), "tool_choice", e.code);
+    if (e.param == "response_format") throw ApiError(e.status, std::string(e.what()) + " (from 'output_config.format')", "output_config", e.code);
     throw;
   }
-  r.thinking_budget = thinking_budget;
+  r.thinking_budget = rc.thinking_budget;
+  r.omit_thinking = rc.omit_thinking;
   return r;
 }
 

@@ -9,7 +9,8 @@
 //                                           the JSON of `input`)
 //   tools {name, description, input_schema} -> OpenAI function tools
 //   tool_choice auto | none | any | {tool, name} -> "auto" | "none" | "required" | a named function
-//   stop_sequences -> stop; thinking -> the template's thinking switch (chat/thinking.h)
+//   role "system" messages               -> folded into the adjacent user turn as <system-reminder> text
+//   stop_sequences -> stop; thinking, output_config, context_management -> anthropic_controls.h
 // The result is an OpenAI chat body parsed by parse_chat_request, so every sampling range,
 // tool_choice rule and tool check is the chat route's own (one place: forcing a tool call flips
 // on for both routes when constrained decoding lands).
@@ -29,11 +30,15 @@ namespace mmx::server {
 struct MessagesRequest {
   ChatRequest chat;  // messages, tools, tool_choice, sampling, max_tokens, stop, stream, kwargs
   int64_t thinking_budget = -1;  // thinking.budget_tokens (-1: not given): reasoning tokens at most
+  bool omit_thinking = false;    // thinking.display "omitted": thinking blocks without their text
+  bool one_tool_call = false;    // tool_choice.disable_parallel_tool_use: the reply ends after one call
+  bool context_management = false;     // given: the response reports the edits applied
+  int64_t cleared_thinking_turns = 0;  // assistant turns whose reasoning clear_thinking dropped
+  ojson messages_before_edits;         // chat.messages before that (null when nothing was cleared)
 };
 
 // count_tokens: the /v1/messages/count_tokens body (no max_tokens, no stream).
 MessagesRequest parse_messages_request(const ojson& body, const chat::ServedModel& model, bool count_tokens = false);
 
-// How `thinking` reaches the model's template: chat::thinking_control() in chat/thinking.h.
 
 }  // namespace mmx::server

@@ -32,22 +32,35 @@ json anthropic_usage_json(const MessageUsage& u) {
           {"cache_read_input_tokens", u.cache_read}};
 }
 
+json anthropic_context_management(int64_t cleared_thinking_turns, int64_t cleared_input_tokens) {
+  json edits = json::array();
+  if (cleared_thinking_turns > 0)
+    edits.push_back({{"type", "clear_thinking_20251015"},
+                     {"cleared_thinking_turns", cleared_thinking_turns},
+                     {"cleared_input_tokens", cleared_input_tokens}});
+  return {{"applied_edits", edits}};
+}
+
 json anthropic_message(const std::string& id, const std::string& model, const std::string& reasoning,
                        const std::string& text, const std::vector<chat::ToolCall>& calls,
-                       const std::string& stop_reason, const std::string& stop_sequence, const MessageUsage& usage) {
+                       const std::string& stop_reason, const std::string& stop_sequence, const MessageUsage& usage,
+                       bool omit_thinking, const json& context_management) {
   json content = json::array();
-  if (!reasoning.empty()) content.push_back({{"type", "thinking"}, {"thinking", reasoning}, {"signature", ""}});
+  if (!reasoning.empty())
+    content.push_back({{"type", "thinking"}, {"thinking", omit_thinking ? "" : reasoning}, {"signature", ""}});
   if (!text.empty()) content.push_back({{"type", "text"}, {"text", text}});
   for (const chat::ToolCall& c : calls)
     content.push_back({{"type", "tool_use"}, {"id", tool_use_id(c.id)}, {"name", c.name}, {"input", tool_use_input(c.arguments_json)}});
-  return {{"id", id},
-          {"type", "message"},
-          {"role", "assistant"},
-          {"model", model},
-          {"content", content},
-          {"stop_reason", stop_reason},
-          {"stop_sequence", stop_sequence.empty() ? json(nullptr) : json(stop_sequence)},
-          {"usage", anthropic_usage_json(usage)}};
+  json m = {{"id", id},
+            {"type", "message"},
+            {"role", "assistant"},
+            {"model", model},
+            {"content", content},
+            {"stop_reason", stop_reason},
+            {"stop_sequence", stop_sequence.empty() ? json(nullptr) : json(stop_sequence)},
+            {"usage", anthropic_usage_json(usage)}};
+  if (!context_management.is_null()) m["context_management"] = context_management;
+  return m;
 }
 
 std::string MessageEvents::start(const std::string& id, const std::string& model, int64_t input_tokens) {
@@ -84,7 +97,7 @@ std::string MessageEvents::delta(const chat::ParsedDelta& d) {
   };
   if (!d.reasoning.empty()) {
     if (open_ != Block::kThinking) out += open(Block::kThinking, {{"type", "thinking"}, {"thinking", ""}, {"signature", ""}});
-    send({{"type", "thinking_delta"}, {"thinking", d.reasoning}});
+    if (!omit_thinking_) send({{"type", "thinking_delta"}, {"thinking", d.reasoning}});
   }
   if (!d.content.empty()) {
     if (open_ != Block::kText) out += open(Block::kText, {{"type", "text"}, {"text", ""}});
@@ -102,12 +115,14 @@ std::string MessageEvents::delta(const chat::ParsedDelta& d) {
 }
 
 std::string MessageEvents::finish(const std::string& stop_reason, const std::string& stop_sequence,
-                                  const MessageUsage& usage) {
+                                  const MessageUsage& usage, const json& context_management) {
   std::string out = close();
-  out += anthropic_sse("message_delta", {{"type", "message_delta"},
-                                         {"delta", {{"stop_reason", stop_reason},
-                                                    {"stop_sequence", stop_sequence.empty() ? json(nullptr) : json(stop_sequence)}}},
-                                         {"usage", anthropic_usage_json(usage)}});
+  json md = {{"type", "message_delta"},
+             {"delta", {{"stop_reason", stop_reason},
+                        {"stop_sequence", stop_sequence.empty() ? json(nullptr) : json(stop_sequence)}}},
+             {"usage", anthropic_usage_json(usage)}};
+  if (!context_management.is_null()) md["context_management"] = context_management;
+  out += anthropic_sse("message_delta", md);
   out += anthropic_sse("message_stop", {{"type", "message_stop"}});
   return out;
 }

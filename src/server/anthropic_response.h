@@ -2,7 +2,8 @@
 // the error body. Pure functions of what the route accumulated (anthropic_route.cpp).
 //
 //   message  {id: "msg_…", type: "message", role: "assistant", model,
-//             content: [thinking?, text?, tool_use*], stop_reason, stop_sequence, usage}
+//             content: [thinking?, text?, tool_use*], stop_reason, stop_sequence, usage,
+//             context_management?}
 //   stream   message_start, then per block content_block_start / content_block_delta
 //            (thinking_delta, text_delta, input_json_delta) / content_block_stop,
 //            message_delta {stop_reason, stop_sequence, usage}, message_stop; ping as keep-alive
@@ -41,25 +42,36 @@ struct MessageUsage {
 };
 json anthropic_usage_json(const MessageUsage& u);
 
-// The non-streaming response.
+// `context_management` of a response: {applied_edits: [{type: clear_thinking_20251015,
+// cleared_thinking_turns, cleared_input_tokens}]} (the edit listed only when it cleared a turn).
+json anthropic_context_management(int64_t cleared_thinking_turns, int64_t cleared_input_tokens);
+
+// The non-streaming response. omit_thinking (thinking.display "omitted"): a thinking block with
+// empty text stands for the reasoning; context_management (null: not sent) is added at the end.
 json anthropic_message(const std::string& id, const std::string& model, const std::string& reasoning,
                        const std::string& text, const std::vector<chat::ToolCall>& calls,
-                       const std::string& stop_reason, const std::string& stop_sequence, const MessageUsage& usage);
+                       const std::string& stop_reason, const std::string& stop_sequence, const MessageUsage& usage,
+                       bool omit_thinking = false, const json& context_management = nullptr);
 
 // The streamed events of one message, block by block. A block opens on the first piece of its
 // kind and closes when another kind starts (or at the end): thinking, text and tool_use blocks
 // get indices 0, 1, 2, … in the order they open.
+// omit_thinking: a thinking block opens and closes where the reasoning is, with no thinking_delta.
 class MessageEvents {
  public:
+  explicit MessageEvents(bool omit_thinking = false) : omit_thinking_(omit_thinking) {}
   std::string start(const std::string& id, const std::string& model, int64_t input_tokens);
   // One parsed delta: reasoning first, then text, then tool-call pieces.
   std::string delta(const chat::ParsedDelta& d);
-  std::string finish(const std::string& stop_reason, const std::string& stop_sequence, const MessageUsage& usage);
+  // context_management (null: not sent) goes into message_delta.
+  std::string finish(const std::string& stop_reason, const std::string& stop_sequence, const MessageUsage& usage,
+                     const json& context_management = nullptr);
 
  private:
   enum class Block { kNone, kThinking, kText, kToolUse };
   std::string open(Block kind, const json& content_block);
   std::string close();
+  bool omit_thinking_ = false;
   Block open_ = Block::kNone;
   int index_ = -1;        // the open (or last) block's index
   size_t tool_call_ = 0;  // the parser's index of the open tool_use block

@@ -5,7 +5,9 @@
 // driven by Generation; only the response shapes differ (anthropic_response.h).
 #include <httplib.h>
 
+#include <cstdint>
 #include <cstdio>
+#include <vector>
 
 #include "base/clock.h"
 #include "server/anthropic_request.h"
@@ -23,6 +25,24 @@ namespace {
 
 void send_anthropic_error(httplib::Response& res, const ApiError& e) { send_error(res, e, ErrorShape::kAnthropic); }
 
+// A conversation src/chat refused, as Anthropic words it: a prompt over the context is
+// "prompt is too long: N tokens > M maximum" (the text Claude Code parses to compact its context;
+// M is the most a prompt may have, the context less the token left to generate).
+ApiError anthropic_api_error(const chat::ChatError& e) {
+  if (e.kind() == chat::ChatError::Kind::kContextExceeded)
+    return ApiError(400, "prompt is too long: " + std::to_string(e.prompt_tokens) + " tokens > " +
+                             std::to_string(e.max_prompt_tokens) + " maximum", e.param(), "context_length_exceeded");
+  return to_api_error(e);
+}
+
+// The prompt of cr's conversation (with `messages` in place of its own when given), rendered as
+// /v1/messages renders it but never refused for its length: count_tokens, and the size of what
+// a context edit cleared.
+int64_t prompt_tokens(const chat::ServedModel& m, ChatRequest cr, bool special_in_content, ojson messages = nullptr) {
+  if (!messages.is_null()) cr.messages = std::move(messages);
+  return int64_t(chat::build_chat_prompt(m, take_conversation(cr), 0, INT64_MAX, special_in_content).ids.size());
+}
+
 // One message being generated: what the stream has sent, and what the whole response needs.
 struct MessageJob {
   std::string id, model;
@@ -30,6 +50,8 @@ struct MessageJob {
   int ping_ms = 1000;
   std::unique_ptr<Generation> gen;
   MessageEvents events;
+  bool one_call = false;        // tool_choice.disable_parallel_tool_use: end after the first call
+  json context_management;      // the response's, null when the request had none
   bool started = false, finished = false;
   // accumulated (non-streaming)
   std::string reasoning, text, finish_reason, stop_string;
@@ -44,6 +66,19 @@ struct MessageJob {
     return u;
   }
 
+  // With one_call, the update that completes the first tool call ends the message there: later
+  // calls' pieces are dropped and the generation is cancelled.
+  void limit_calls(Update& u) {
+    if (!one_call || u.delta.tool_calls.empty()) return;
+    u.delta.tool_calls.resize(1);
+    // No call ended before this one, so it is the reply's call 0.
+    std::erase_if(u.delta.tool_call_deltas, [](const chat::ToolCallDelta& p) { return p.index != 0; });
+    gen->cancel_all();
+    u.finished = true;
+    u.finish_reason = "tool_calls";
+    u.stop_string.clear();
+  }
+
   // The SSE text of one engine update (or a ping, or the end of the message).
   std::string next_events() {
     if (!started) {
@@ -53,10 +88,12 @@ struct MessageJob {
     try {
       std::optional<Update> u = gen->next_for(ping_ms);
       if (!u) return anthropic_sse("ping", {{"type", "ping"}});
+      limit_calls(*u);
       std::string out = events.delta(u->delta);
       if (u->finished) {
         finished = true;
-        out += events.finish(anthropic_stop_reason(u->finish_reason, u->stop_string), u->stop_string, usage());
+        out += events.finish(anthropic_stop_reason(u->finish_reason, u->stop_string), u->stop_string, usage(),
+                             context_management);
       }
       return out;
     } catch (const ApiError& e) {
@@ -80,6 +117,14 @@ void Server::handle_messages(const std::string& body, httplib::Response& res) {
     ChatRequest& cr = mr.chat;
     if (!cr.has_seed) cr.sampling.seed = next_seed();
     check_model(cr.model);
+    json context_management;
+    if (mr.context_management) {
+      int64_t cleared_tokens = 0;
+      if (mr.cleared_thinking_turns > 0)
+        cleared_tokens = prompt_tokens(model_, cr, opts_.special_in_content, std::move(mr.messages_before_edits)) -
+                         prompt_tokens(model_, cr, opts_.special_in_content);
+      context_management = anthropic_context_management(mr.cleared_thinking_turns, cleared_tokens);
+    }
     chat::PreparedTurn t = prepare_chat_turn(cr);
     GenRequest& g = t.request;
     // tool_choice any / {tool, name} force a call exactly as the chat route's required / named one.
@@ -87,6 +132,9 @@ void Server::handle_messages(const std::string& body, httplib::Response& res) {
                                      g.max_tokens, mr.thinking_budget);
 
     auto job = std::make_shared<MessageJob>();
+    job->events = MessageEvents(mr.omit_thinking);
+    job->one_call = mr.one_tool_call;
+    job->context_management = std::move(context_management);
     job->id = new_id("msg_");
     job->model = model_.name;
     job->n_prompt = int64_t(t.prompt.ids.size());
@@ -94,18 +142,19 @@ void Server::handle_messages(const std::string& body, httplib::Response& res) {
     job->gen = std::make_unique<Generation>(engine_, metrics_, t0, model_.eos_ids, t.make_stream);
     job->gen->submit(1, g);
     if (!cr.stream) {
-      while (!job->gen->done()) {
+      for (bool finished = false; !finished && !job->gen->done();) {
         Update u = job->gen->next();
+        job->limit_calls(u);
         job->reasoning += u.delta.reasoning;
         job->text += u.delta.content;
         for (chat::ToolCall& c : u.delta.tool_calls) job->calls.push_back(std::move(c));
-        if (u.finished) job->finish_reason = u.finish_reason, job->stop_string = u.stop_string;
+        if (u.finished) job->finish_reason = u.finish_reason, job->stop_string = u.stop_string, finished = job->one_call;
       }
       metrics_.count_tokens(job->n_prompt, job->gen->n_generated_total());
       send_json(res, 200,
                      anthropic_message(job->id, job->model, job->reasoning, job->text, job->calls,
                                        anthropic_stop_reason(job->finish_reason, job->stop_string), job->stop_string,
-                                       job->usage()));
+                                       job->usage(), mr.omit_thinking, job->context_management));
       return;
     }
     job->gen->wait_started();  // an engine refusal (429, ...) still gets its status code
@@ -127,7 +176,7 @@ void Server::handle_messages(const std::string& body, httplib::Response& res) {
   } catch (const ApiError& e) {
     send_anthropic_error(res, e);
   } catch (const chat::ChatError& e) {
-    send_anthropic_error(res, to_api_error(e));
+    send_anthropic_error(res, anthropic_api_error(e));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mmx serve: internal error in /v1/messages: %s\n", e.what());
     send_anthropic_error(res, ApiError(500, "internal server error"));
@@ -138,15 +187,15 @@ void Server::handle_count_tokens(const std::string& body, httplib::Response& res
   try {
     MessagesRequest mr = parse_messages_request(parse_body(body), model_, /*count_tokens=*/true);
     check_model(mr.chat.model);
-    // The prompt as /v1/messages would render it (no reasoning dropped: that depends on the
-    // server's --drop-reasoning-over and the context, and the count is of what was sent).
-    const chat::ChatPrompt p =
-        chat::build_chat_prompt(model_, take_conversation(mr.chat), 0, engine_.context_limit(), opts_.special_in_content);
-    send_json(res, 200, {{"input_tokens", int64_t(p.ids.size())}});
+    // The prompt as /v1/messages would render it, context edits and folded system messages
+    // included (no reasoning dropped: that depends on the server's --drop-reasoning-over and the
+    // context, and the count is of what was sent). A prompt over the context is counted too:
+    // that is when a client needs the count to know how much to cut.
+    send_json(res, 200, {{"input_tokens", prompt_tokens(model_, std::move(mr.chat), opts_.special_in_content)}});
   } catch (const ApiError& e) {
     send_anthropic_error(res, e);
   } catch (const chat::ChatError& e) {
-    send_anthropic_error(res, to_api_error(e));
+    send_anthropic_error(res, anthropic_api_error(e));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mmx serve: internal error in /v1/messages/count_tokens: %s\n", e.what());
     send_anthropic_error(res, ApiError(500, "internal server error"));

@@ -247,7 +247,7 @@ void Server::handle_completion(const std::string& body, httplib::Response& res) 
     if (ids.empty()) {
       // Too long to fit whatever it encodes to: refused before encoding (megabytes of ids otherwise).
       if (const int64_t at_least = tok.min_tokens(cr.prompt_text.size()); at_least >= engine_.context_limit())
-        chat::context_exceeded(engine_.context_limit(), "at least " + std::to_string(at_least), "prompt");
+        chat::context_exceeded(engine_.context_limit(), at_least, "prompt", /*at_least=*/true);
       ids = tok.encode(cr.prompt_text, /*add_special_tokens=*/true);
       if (ids.empty()) bad_request("'prompt' has no tokens", "prompt");
     }

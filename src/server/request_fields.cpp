@@ -65,21 +65,21 @@ const std::vector<FieldRule>& field_rules(Endpoint e) {
   static const std::vector<FieldRule> messages = [] {
     std::vector<FieldRule> r;
     for (const char* f : {"model", "max_tokens", "messages", "system", "tools", "tool_choice", "stop_sequences",
-                          "temperature", "top_p", "top_k", "stream", "thinking"})
+                          "temperature", "top_p", "top_k", "stream", "thinking", "output_config",
+                          "context_management"})
       r.push_back({f, FieldRule::kHonoured, ""});
     r.push_back({"metadata", FieldRule::kNoEffect, ""});
     r.push_back({"service_tier", FieldRule::kDefaultOnly, "\"auto\": there is one tier"});
     r.push_back({"container", FieldRule::kRefused, "this server runs no code-execution containers"});
-    r.push_back({"mcp_servers", FieldRule::kRefused, "this server connects to no MCP servers"});
-    r.push_back({"context_management", FieldRule::kRefused, "the context is not edited server-side"});
+    r.push_back({"mcp_servers", FieldRule::kDefaultOnly, "[]: this server connects to no MCP servers"});
     return r;
   }();
   static const std::vector<FieldRule> count_tokens = [] {
     std::vector<FieldRule> r;
-    for (const char* f : {"model", "messages", "system", "tools", "tool_choice", "thinking"})
+    for (const char* f : {"model", "messages", "system", "tools", "tool_choice", "thinking", "output_config",
+                          "context_management"})
       r.push_back({f, FieldRule::kHonoured, ""});
-    r.push_back({"mcp_servers", FieldRule::kRefused, "this server connects to no MCP servers"});
-    r.push_back({"context_management", FieldRule::kRefused, "the context is not edited server-side"});
+    r.push_back({"mcp_servers", FieldRule::kDefaultOnly, "[]: this server connects to no MCP servers"});
     return r;
   }();
   // OpenAI's POST /v1/responses (responses_request.cpp): every field Codex, the Agents SDK and the
@@ -131,6 +131,7 @@ bool is_default(const std::string& key, const ojson& v) {
   if (key == "best_of") return v == 1;
   if (key == "echo") return v == false;
   if (key == "suffix") return v == "";
+  if (key == "mcp_servers") return v.is_array() && v.empty();
   return false;
 }
 

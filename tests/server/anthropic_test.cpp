@@ -391,7 +391,6 @@ TEST_F(AnthropicTest, MalformedRequestsAre400sNamingTheField) {
       {with({{"max_tokens", 0}}), "max_tokens", "at least 1"},
       {with({{"max_tokens", "64"}}), "max_tokens", "integer"},
       {with({{"messages", json::array()}}), "messages", "non-empty"},
-      {with({{"messages", {{{"role", "system"}, {"content", "x"}}}}}), "messages", "top-level 'system'"},
       {with({{"messages", {{{"role", "user"}}}}}), "messages", "content"},
       {with({{"messages", {{{"role", "user"}, {"content", "x"}, {"name", "bob"}}}}}), "messages", "name"},
       {user_blocks({{{"type", "image"}, {"source", {{"type", "base64"}}}}}), "messages", "image"},
@@ -410,10 +409,8 @@ TEST_F(AnthropicTest, MalformedRequestsAre400sNamingTheField) {
       {with({{"system", {{{"type", "image"}}}}}), "system", "image"},
       {with({{"tools", {{{"name", "f"}}}}}), "tools", "input_schema"},
       {with({{"tools", {{{"type", "web_search_20250305"}, {"name", "web_search"}}}}}), "tools", "server tools"},
-      {with({{"tools", {{{"name", "f"}, {"input_schema", json::object()}, {"strict", true}}}}}), "tools", "strict"},
       {with({{"tool_choice", "auto"}}), "tool_choice", "object"},
       {with({{"tool_choice", {{"type", "tool"}}}}), "tool_choice", "name"},
-      {with({{"tool_choice", {{"type", "auto"}, {"disable_parallel_tool_use", true}}}}), "tool_choice", "several"},
       {with({{"tool_choice", {{"type", "maybe"}}}}), "tool_choice", "\"any\""},
       {with({{"temperature", 1.5}}), "temperature", "[0, 1]"},
       {with({{"top_p", 0}}), "top_p", "top_p"},
@@ -429,6 +426,21 @@ TEST_F(AnthropicTest, MalformedRequestsAre400sNamingTheField) {
       {with({{"n", 2}}), "n", "not a field of /v1/messages"},
       {with({{"frequency_penalty", 1}}), "frequency_penalty", "not a field"},
       {with({{"container", "c1"}}), "container", "not supported"},
+      {with({{"messages", {{{"role", "developer"}, {"content", "x"}}}}}), "messages", "user, assistant, system"},
+      {with({{"messages", {{{"role", "system"}, {"content", 5}}}}}), "messages", "content"},
+      {with({{"tools", {{{"name", "f"}, {"input_schema", json::object()}, {"strict", "yes"}}}}}), "tools", "boolean"},
+      {with({{"tools", {{{"name", "f"}, {"input_schema", json::object()}, {"input_examples", json::array()}}}}}), "tools", "input_examples"},
+      {with({{"tool_choice", {{"type", "auto"}, {"disable_parallel_tool_use", "yes"}}}}), "tool_choice", "boolean"},
+      {with({{"mcp_servers", {{{"type", "url"}, {"url", "https://x"}, {"name", "x"}}}}}), "mcp_servers", "MCP"},
+      {with({{"context_management", {{"edits", {{{"type", "clear_tool_uses_20250919"}}}}}}}), "context_management", "clear_tool_uses_20250919"},
+      {with({{"context_management", {{"edits", {{{"type", "compact_20260112"}}}}}}}), "context_management", "compact_20260112"},
+      {with({{"context_management", {{"edits", {{{"type", "clear_thinking_20251015"}, {"keep", 3}}}}}}}), "context_management", "keep"},
+      {with({{"context_management", "x"}}), "context_management", "object"},
+      {with({{"output_config", {{"effort", "extreme"}}}}), "output_config", "effort"},
+      {with({{"output_config", {{"verbosity", "low"}}}}), "output_config", "verbosity"},
+      {with({{"output_config", {{"format", {{"type", "json_object"}}}}}}), "output_config", "json_schema"},
+      {with({{"thinking", {{"type", "adaptive"}, {"display", "full"}}}}), "thinking", "display"},
+      {with({{"thinking", {{"type", "adaptive"}, {"budget_tokens", 100}}}}), "thinking", "budget_tokens"},
       {with({{"service_tier", "standard_only"}}), "service_tier", "auto"},
   };
   for (const auto& [body, field, words] : cases) {
@@ -471,6 +483,10 @@ TEST_F(AnthropicTest, EveryTableFieldIsHonouredOrRefusedByName) {
                           : f.name == "thinking" ? json({{"type", "enabled"}, {"budget_tokens", 2048}})
                           : f.name == "metadata" ? json({{"user_id", "u"}})
                           : f.name == "service_tier" ? json("auto")
+                          : f.name == "mcp_servers" ? json::array()
+                          : f.name == "output_config" ? json({{"effort", "high"}})
+                          : f.name == "context_management"
+                              ? json({{"edits", {{{"type", "clear_thinking_20251015"}, {"keep", "all"}}}}})
                                                      : json("x");
       b[f.name] = sample;
       auto r = post(e == Endpoint::kMessages ? "/v1/messages" : "/v1/messages/count_tokens", b.dump());
@@ -604,6 +620,238 @@ TEST_F(AnthropicTest, MutatedBodiesNeverCrashTheServer) {
   }
   EXPECT_GT(n_refused, 50);  // the mutations mostly break the body...
   EXPECT_GT(n_ok, 5);        // ...and some (a text changed, null = absent) do not
+}
+
+}  // namespace
+}  // namespace mmx::server
+
+namespace mmx::server {
+namespace {
+
+// ---- the fields Claude Code 2.1.332 and the AI SDK's Anthropic provider send ----
+
+// What Claude Code sends on every request (thinking adaptive + display omitted, a keep-all
+// clear_thinking edit, output_config.effort, an empty mcp_servers, cache_control on blocks and
+// tools) and what the AI SDK adds to each tool (eager_input_streaming, strict): all accepted, and
+// none of them changes the prompt of an M2 (no reasoning switch, nothing cleared).
+TEST_F(AnthropicTest, ClientFieldsThatKeepEverythingLeaveThePromptAlone) {
+  start();
+  json plain = msg_body({{"system", "Be brief."}, {"tools", anthropic_tools()}});
+  json extras = plain;
+  extras["thinking"] = {{"type", "adaptive"}, {"display", "omitted"}};
+  extras["context_management"] = {{"edits", {{{"type", "clear_thinking_20251015"}, {"keep", "all"}}}}};
+  extras["output_config"] = {{"effort", "high"}};
+  extras["mcp_servers"] = json::array();
+  extras["system"] = {{{"type", "text"}, {"text", "Be brief."}, {"cache_control", {{"type", "ephemeral"}}}}};
+  extras["messages"] = {{{"role", "user"},
+                         {"content", {{{"type", "text"}, {"text", "Hi"}, {"cache_control", {{"type", "ephemeral"}}}}}}}};
+  for (json& t : extras["tools"]) {
+    t["eager_input_streaming"] = true;
+    t["strict"] = true;
+    t["cache_control"] = {{"type", "ephemeral"}};
+  }
+  extras["tools"].push_back({{"name", "Deferred"}, {"description", "never call this"},
+                             {"input_schema", {{"type", "object"}}}, {"defer_loading", true}});
+  json a = post_json("/v1/messages", plain);
+  json b = post_json("/v1/messages", extras);
+  auto reqs = engine.requests();
+  ASSERT_EQ(reqs.size(), 2u);
+  EXPECT_EQ(TinyAssets::get().decode(reqs[0].prompt), TinyAssets::get().decode(reqs[1].prompt))
+      << "a no-op field (or the deferred tool) reached the prompt";
+  // display omitted: the thinking block is there, without its text; the edits applied: none.
+  ASSERT_EQ(b["content"][0]["type"], "thinking") << b.dump();
+  EXPECT_EQ(b["content"][0]["thinking"], "");
+  EXPECT_EQ(a["content"][0]["thinking"], "Let me think.");
+  EXPECT_EQ(b["context_management"], json({{"applied_edits", json::array()}}));
+  EXPECT_FALSE(a.contains("context_management"));
+  json sb = extras;
+  sb["stream"] = true;
+  auto s = post("/v1/messages", sb.dump());
+  ASSERT_TRUE(s && s->status == 200);
+  bool thinking_block = false;
+  for (const Event& e : anthropic_events(s->body)) {
+    EXPECT_FALSE(e.name == "content_block_delta" && e.data["delta"]["type"] == "thinking_delta") << "omitted: " << s->body;
+    thinking_block |= e.name == "content_block_start" && e.data["content_block"]["type"] == "thinking";
+    if (e.name == "message_delta") EXPECT_EQ(e.data["context_management"], json({{"applied_edits", json::array()}}));
+  }
+  EXPECT_TRUE(thinking_block);
+  // count_tokens takes the same body and counts the same prompt.
+  json cb = extras;
+  cb.erase("max_tokens");
+  EXPECT_EQ(post_json("/v1/messages/count_tokens", cb), json({{"input_tokens", reqs[1].prompt.size()}}));
+}
+
+// Two assistant turns after the last user text (a tool loop): the M2 template renders the
+// reasoning of both; clear_thinking_20251015 keep {thinking_turns: 1} drops the older one.
+TEST_F(AnthropicTest, ClearThinkingEditDropsTheOlderTurnsReasoning) {
+  start();
+  const json messages = json::parse(R"([
+    {"role": "user", "content": "Weather and time?"},
+    {"role": "assistant", "content": [{"type": "thinking", "thinking": "FIRST-REASONING", "signature": ""},
+      {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}}]},
+    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "sunny"}]},
+    {"role": "assistant", "content": [{"type": "thinking", "thinking": "SECOND-REASONING", "signature": ""},
+      {"type": "tool_use", "id": "toolu_2", "name": "get_time", "input": {"tz": "CET"}}]},
+    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_2", "content": "noon"}]}])");
+  auto edit = [](json keep) { return json({{"edits", {{{"type", "clear_thinking_20251015"}, {"keep", keep}}}}}); };
+  const json base = msg_body({{"tools", anthropic_tools()}, {"messages", messages}});
+  json all = base, one = base, zero = base;
+  all["context_management"] = edit("all");
+  one["context_management"] = edit({{"type", "thinking_turns"}, {"value", 1}});
+  zero["context_management"] = edit({{"type", "thinking_turns"}, {"value", 0}});
+  json r_all = post_json("/v1/messages", all);
+  const std::string p_all = TinyAssets::get().decode(engine.requests().back().prompt);
+  const size_t n_all = engine.requests().back().prompt.size();
+  json r_one = post_json("/v1/messages", one);
+  const std::string p_one = TinyAssets::get().decode(engine.requests().back().prompt);
+  const size_t n_one = engine.requests().back().prompt.size();
+  post_json("/v1/messages", zero);
+  const std::string p_zero = TinyAssets::get().decode(engine.requests().back().prompt);
+  EXPECT_NE(p_all.find("FIRST-REASONING"), std::string::npos) << p_all;
+  EXPECT_NE(p_all.find("SECOND-REASONING"), std::string::npos) << p_all;
+  EXPECT_EQ(p_one.find("FIRST-REASONING"), std::string::npos) << p_one;
+  EXPECT_NE(p_one.find("SECOND-REASONING"), std::string::npos) << p_one;
+  EXPECT_EQ(p_zero.find("SECOND-REASONING"), std::string::npos) << p_zero;
+  EXPECT_EQ(r_all["context_management"], json({{"applied_edits", json::array()}}));
+  ASSERT_EQ(r_one["context_management"]["applied_edits"].size(), 1u) << r_one.dump();
+  const json& applied = r_one["context_management"]["applied_edits"][0];
+  EXPECT_EQ(applied["type"], "clear_thinking_20251015");
+  EXPECT_EQ(applied["cleared_thinking_turns"], 1);
+  EXPECT_EQ(applied["cleared_input_tokens"], int64_t(n_all) - int64_t(n_one));
+  EXPECT_GT(n_all, n_one);
+  // The edit given without keep is Anthropic's default, keep the last turn's thinking.
+  json dflt = base;
+  dflt["context_management"] = {{"edits", {{{"type", "clear_thinking_20251015"}}}}};
+  post_json("/v1/messages", dflt);
+  EXPECT_EQ(TinyAssets::get().decode(engine.requests().back().prompt), p_one);
+  // count_tokens counts the edited prompt.
+  one.erase("max_tokens");
+  EXPECT_EQ(post_json("/v1/messages/count_tokens", one)["input_tokens"], n_one);
+}
+
+// A role "system" message inside messages (Claude Code puts its environment there, after the
+// user's first message) reaches the prompt as a <system-reminder> in the user turn before it —
+// the M2 template would drop a system message anywhere but first — and the same conversation
+// sent to the chat route with that text in the user message renders the same prompt.
+TEST_F(AnthropicTest, SystemMessageInsideMessagesIsFoldedIntoTheUserTurn) {
+  start();
+  const json anthropic = msg_body({{"system", "Top."}, {"tools", anthropic_tools()}, {"messages", json::parse(R"([
+    {"role": "user", "content": [{"type": "text", "text": "Read it."}]},
+    {"role": "system", "content": [{"type": "text", "text": "ENV: cwd /tmp", "cache_control": {"type": "ephemeral"}}]},
+    {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "get_time", "input": {"tz": "CET"}}]},
+    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "noon"}]},
+    {"role": "system", "content": "LATE NOTE"}])")}});
+  ojson openai = ojson::parse(chat_body({{"max_tokens", 1000}}).dump());
+  openai["tools"] = ordered_openai_tools();
+  openai["messages"] = ojson::parse(R"([
+    {"role": "system", "content": "Top."},
+    {"role": "user", "content": "Read it.\n\n<system-reminder>\nENV: cwd /tmp\n</system-reminder>"},
+    {"role": "assistant", "content": "", "tool_calls": [
+      {"id": "toolu_1", "type": "function", "function": {"name": "get_time", "arguments": "{\"tz\":\"CET\"}"}}]},
+    {"role": "tool", "tool_call_id": "toolu_1", "content": "noon"},
+    {"role": "user", "content": "<system-reminder>\nLATE NOTE\n</system-reminder>"}])");
+  auto [a, o] = both_prompts(anthropic, openai);
+  ASSERT_FALSE(a.empty());
+  const std::string prompt = TinyAssets::get().decode(a);
+  EXPECT_EQ(prompt, TinyAssets::get().decode(o));
+  EXPECT_NE(prompt.find("<system-reminder>\nENV: cwd /tmp\n</system-reminder>"), std::string::npos) << prompt;
+  EXPECT_NE(prompt.find("LATE NOTE"), std::string::npos) << prompt;
+  // Before any user turn it goes in front of the first one.
+  json first = msg_body({{"messages", json::parse(R"([{"role": "system", "content": "EARLY"},
+                                                      {"role": "user", "content": "Hi"}])")}});
+  post_json("/v1/messages", first);
+  const std::string p1 = TinyAssets::get().decode(engine.requests().back().prompt);
+  EXPECT_NE(p1.find("<system-reminder>\nEARLY\n</system-reminder>\n\nHi"), std::string::npos) << p1;
+}
+
+// disable_parallel_tool_use: the script writes two calls; the reply ends after the first
+// (stop_reason tool_use), streamed or not.
+TEST_F(AnthropicTest, DisableParallelToolUseStopsAfterOneCall) {
+  start();
+  engine.script = TinyAssets::get().say(kToolText);
+  for (const char* type : {"auto", "any"}) {
+    const json body = msg_body({{"tools", anthropic_tools()},
+                                {"tool_choice", {{"type", type}, {"disable_parallel_tool_use", true}}}});
+    json r = post_json("/v1/messages", body);
+    size_t n_calls = 0;
+    for (const json& b : r["content"]) n_calls += b["type"] == "tool_use";
+    EXPECT_EQ(n_calls, 1u) << type << ": " << r.dump();
+    EXPECT_EQ(r["stop_reason"], "tool_use") << r.dump();
+    EXPECT_EQ(r["content"].back()["name"], "get_weather") << r.dump();
+    json sb = body;
+    sb["stream"] = true;
+    auto s = post("/v1/messages", sb.dump());
+    ASSERT_TRUE(s && s->status == 200);
+    json rebuilt = replay_stream(anthropic_events(s->body));
+    n_calls = 0;
+    for (const json& b : rebuilt["content"]) n_calls += b["type"] == "tool_use";
+    EXPECT_EQ(n_calls, 1u) << type << ": " << s->body;
+    EXPECT_EQ(rebuilt["stop_reason"], "tool_use");
+  }
+  // false (and absent): both calls.
+  json r = post_json("/v1/messages", msg_body({{"tools", anthropic_tools()},
+                                               {"tool_choice", {{"type", "auto"}, {"disable_parallel_tool_use", false}}}}));
+  EXPECT_EQ(r["content"].size(), 3u) << r.dump();
+}
+
+// thinking adaptive and output_config.effort on templates that have a switch.
+TEST_F(AnthropicTest, AdaptiveThinkingAndEffortMapToTheSwitch) {
+  for (const std::string var : {"thinking_mode", "enable_thinking"}) {
+    const ChatTemplate tmpl({{"default", "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}"
+                                         "[{{ " + var + " if " + var + " is defined else 'unset' }}]"}},
+                            nullptr);
+    chat::ServedModel m;
+    m.name = "tiny-m2";
+    m.tokenizer = TinyAssets::get().tok.get();
+    m.chat_template = &tmpl;
+    m.eos_ids = {TinyAssets::get().eos};
+    server = std::make_unique<Server>(engine, m, opts);
+    port = server->start("127.0.0.1", 0);
+    ASSERT_GT(port, 0);
+    const bool mode = var == "thinking_mode";
+    const std::vector<std::tuple<json, json, std::string>> cases = {
+        {json({{"type", "adaptive"}}), nullptr, mode ? "[adaptive]" : "[true]"},
+        {json({{"type", "adaptive"}, {"display", "summarized"}}), json({{"effort", "high"}}), mode ? "[enabled]" : "[true]"},
+        {json({{"type", "adaptive"}}), json({{"effort", "low"}}), mode ? "[adaptive]" : "[true]"},
+        {nullptr, json({{"effort", "max"}}), mode ? "[enabled]" : "[true]"},
+        {json({{"type", "disabled"}}), json({{"effort", "high"}}), mode ? "[disabled]" : "[false]"},
+        {nullptr, nullptr, "[unset]"}};
+    for (const auto& [thinking, oc, want] : cases) {
+      json b = msg_body();
+      if (!thinking.is_null()) b["thinking"] = thinking;
+      if (!oc.is_null()) b["output_config"] = oc;
+      post_json("/v1/messages", b);
+      const std::string prompt = TinyAssets::get().decode(engine.requests().back().prompt);
+      EXPECT_NE(prompt.find(want), std::string::npos) << var << " " << b.dump() << ": " << prompt;
+    }
+    server->stop();
+    server.reset();
+  }
+}
+
+// A prompt over the context, worded as Anthropic words it (Claude Code parses
+// /prompt is too long[^0-9]*(\d+)\s*tokens?\s*>\s*(\d+)/ and matches the whole text), and
+// count_tokens still counts it.
+TEST_F(AnthropicTest, ContextOverflowIsPromptIsTooLong) {
+  engine.context = 300;
+  start();
+  json big = msg_body({{"messages", {{{"role", "user"}, {"content", std::string(3000, 'a') + " b c d"}}}}});
+  auto r = post("/v1/messages", big.dump());
+  expect_anthropic_error(r, 400, "over the context");
+  const std::string message = json::parse(r->body)["error"]["message"];
+  json cb = big;
+  cb.erase("max_tokens");
+  const int64_t n = post_json("/v1/messages/count_tokens", cb)["input_tokens"];
+  EXPECT_GT(n, 299);
+  EXPECT_EQ(message, "prompt is too long: " + std::to_string(n) + " tokens > 299 maximum");
+  // Refused from its size before encoding: a lower bound, in the same words.
+  json huge = msg_body({{"messages", {{{"role", "user"}, {"content", std::string(200000, 'a')}}}}});
+  r = post("/v1/messages", huge.dump());
+  expect_anthropic_error(r, 400, "far over the context");
+  const std::string m2 = json::parse(r->body)["error"]["message"];
+  EXPECT_EQ(m2.rfind("prompt is too long: ", 0), 0u) << m2;
+  EXPECT_NE(m2.find(" tokens > 299 maximum"), std::string::npos) << m2;
+  EXPECT_TRUE(engine.requests().empty());
 }
 
 }  // namespace

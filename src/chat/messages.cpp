@@ -93,6 +93,18 @@ ojson normalize_messages(const ojson& in) {
   if (!in.is_array()) return in;
   ojson messages = in;
   parse_arguments(messages);  // before folding: the indices in messages are the client's
+  // A tool result answers a tool call of an earlier assistant message (every template renders it
+  // inside that call's turn; M2's fails with a message of its own without one).
+  bool called = false;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const std::string role = role_of(messages[i]);
+    if (role == "assistant" && messages[i].contains("tool_calls") && messages[i]["tool_calls"].is_array() &&
+        !messages[i]["tool_calls"].empty())
+      called = true;
+    if (role == "tool" && !called)
+      invalid("messages[" + std::to_string(i) + "] is a tool result, but no earlier assistant message made a tool call",
+              "messages");
+  }
   ojson out = ojson::array();
   std::string pending;  // later system texts waiting for the message after them
   for (size_t i = 0; i < messages.size(); ++i) {

@@ -1,6 +1,8 @@
 // Anthropic Messages request -> OpenAI chat body -> ChatRequest (anthropic_request.h).
 #include "server/anthropic_request.h"
 
+#include <algorithm>
+
 #include "server/anthropic_controls.h"
 #include "server/api_error.h"
 #include "server/request_fields.h"
@@ -86,6 +88,17 @@ void convert_user(const ojson& content, size_t i, ojson& out, const std::string&
         if (!b["is_error"].is_boolean()) bad_request(w + ".is_error must be a boolean", "messages");
         if (b["is_error"].get<bool>()) result = "Error: " + result;
       }
+      // As Anthropic's API: a result answers a tool_use of an earlier assistant turn (the chat
+      // template would otherwise fail with a message of its own).
+      const auto answers = [&](const ojson& m) {
+        if (m.value("role", "") != "assistant" || !m.contains("tool_calls")) return false;
+        for (const ojson& c : m["tool_calls"])
+          if (c.value("id", "") == b["tool_use_id"].get<std::string>()) return true;
+        return false;
+      };
+      if (std::none_of(out.begin(), out.end(), answers))
+        bad_request(w + " is a tool_result for '" + b["tool_use_id"].get<std::string>() +
+                        "', but no earlier assistant message has a tool_use with that id", "messages");
       out.push_back({{"role", "tool"}, {"tool_call_id", b["tool_use_id"]}, {"content", result}});
     } else if (type == "thinking" || type == "tool_use") {
       bad_request(w + " is a '" + type + "' block, which only an assistant message can hold", "messages");

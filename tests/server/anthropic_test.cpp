@@ -397,6 +397,9 @@ TEST_F(AnthropicTest, MalformedRequestsAre400sNamingTheField) {
       {user_blocks({{{"type", "document"}, {"source", {{"type", "text"}}}}}), "messages", "document"},
       {user_blocks({{{"type", "text"}}}), "messages", "text"},
       {user_blocks({{{"type", "tool_result"}}}), "messages", "tool_use_id"},
+      // A result with no earlier tool_use (it used to get the chat template's own message).
+      {user_blocks({{{"type", "tool_result"}, {"tool_use_id", "toolu_x"}, {"content", "42"}}}), "messages",
+       "no earlier assistant message has a tool_use"},
       {user_blocks({{{"type", "tool_result"}, {"tool_use_id", "t"}, {"content", {{{"type", "image"}}}}}}), "messages", "image"},
       {user_blocks({{{"type", "tool_result"}, {"tool_use_id", "t"}, {"is_error", "yes"}}}), "messages", "is_error"},
       {user_blocks({{{"type", "thinking"}, {"thinking", "x"}}}), "messages", "assistant"},

@@ -631,6 +631,11 @@ TEST_F(ServerTest, MalformedInputs) {
   expect_error(post(chat, chat_body({{"max_tokens", -5}}).dump()), 400, "negative max_tokens");
   expect_error(post(chat, chat_body({{"max_tokens", 0}}).dump()), 400, "zero max_tokens");
   expect_error(post(chat, chat_body({{"max_tokens", 1.5}}).dump()), 400, "fractional max_tokens");
+  {  // a tool result before any tool call: our message, not the chat template's
+    auto r = post(chat, json({{"messages", {{{"role", "tool"}, {"tool_call_id", "call_x"}, {"content", "42"}}}}}).dump());
+    expect_error(r, 400, "tool result without a call");
+    EXPECT_NE(r->body.find("no earlier assistant message made a tool call"), std::string::npos) << r->body;
+  }
   {  // 2^63 is past int64: "too large", not "must be at least 1" (it used to wrap negative)
     auto r = post(chat, chat_body({{"max_tokens", uint64_t(1) << 63}}).dump());
     expect_error(r, 400, "max_tokens 2^63");

@@ -18,9 +18,15 @@ std::string where_of(size_t i, size_t k) {
 }
 
 // The text of a `text` block; 400 when it is not {type: text, text: string, ...}.
+// Its other fields: `cache_control` (no effect: our prefix cache is automatic) and `citations`
+// (what an earlier reply cited: the text is what the model reads); any other is a 400 naming it,
+// never ignored (e.g. a per-block `output_config`, which we do not apply per turn).
 std::string text_of(const ojson& block, const std::string& where, const char* param) {
   if (!block.contains("text") || !block["text"].is_string())
     bad_request(where + ".text must be a string", param);
+  for (const auto& [k, v] : block.items())
+    if (k != "type" && k != "text" && k != "cache_control" && k != "citations" && !v.is_null())
+      bad_request(where + "." + k + " is not a field of a text block that this server knows", param);
   return block["text"].get<std::string>();
 }
 

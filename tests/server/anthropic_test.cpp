@@ -396,6 +396,7 @@ TEST_F(AnthropicTest, MalformedRequestsAre400sNamingTheField) {
       {user_blocks({{{"type", "image"}, {"source", {{"type", "base64"}}}}}), "messages", "image"},
       {user_blocks({{{"type", "document"}, {"source", {{"type", "text"}}}}}), "messages", "document"},
       {user_blocks({{{"type", "text"}}}), "messages", "text"},
+      {user_blocks({{{"type", "text"}, {"text", "x"}, {"output_config", {{"effort", "low"}}}}}), "messages", "output_config"},
       {user_blocks({{{"type", "tool_result"}}}), "messages", "tool_use_id"},
       // A result with no earlier tool_use (it used to get the chat template's own message).
       {user_blocks({{{"type", "tool_result"}, {"tool_use_id", "toolu_x"}, {"content", "42"}}}), "messages",

@@ -157,22 +157,7 @@ void Server::handle_messages(const std::string& body, httplib::Response& res) {
                                        job->usage(), mr.omit_thinking, job->context_management));
       return;
     }
-    job->gen->wait_started();  // an engine refusal (429, ...) still gets its status code
-    res.status = 200;
-    res.set_header("Cache-Control", "no-cache");
-    ServerMetrics& metrics = metrics_;
-    res.set_chunked_content_provider(
-        "text/event-stream",
-        [job](size_t, httplib::DataSink& sink) {
-          const std::string ev = job->next_events();
-          if (!ev.empty() && !sink.write(ev.data(), ev.size())) return false;  // client gone
-          if (job->finished) sink.done();
-          return true;
-        },
-        [job, &metrics](bool) {
-          job->gen->cancel_all();  // no-op when finished; cancels when the client went away
-          metrics.count_tokens(job->n_prompt, job->gen->n_generated_total());
-        });
+    stream_job(res, job, metrics_);
   } catch (const ApiError& e) {
     send_anthropic_error(res, e);
   } catch (const chat::ChatError& e) {

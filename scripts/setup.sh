@@ -14,13 +14,13 @@ RUN_PKGS=(
   build-essential g++ cmake make pkg-config
   nlohmann-json3-dev libfmt-dev libcli11-dev
   libpcre2-dev
-  libcpp-httplib-dev
-  zlib1g-dev        # gzip request bodies (httplib depends on it too)
+  zlib1g-dev        # gzip request bodies (src/server/http_wire.cpp)
   libopenblas-dev   # training GEMMs (src/train; the mmx binary links it)
   libseccomp-dev    # the RL sandbox's network fallback (src/rl/sandbox_seccomp.cpp; mmx links it)
 )
 TEST_PKGS=(
   libgtest-dev libgmock-dev libbenchmark-dev
+  libcpp-httplib-dev        # the HTTP client of the server tests and the load benchmark
   python3 python3-numpy     # the float64 reference implementations (reference/)
   gnuplot-nox               # loss curves and benchmark plots as PNG (mmx train draws one when present)
   python3-torch             # the independent PyTorch gradient reference (tests/train)

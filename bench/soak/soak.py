@@ -146,6 +146,7 @@ class Soak:
         self.stop = threading.Event()
         self.port = 0
         self.proc = None
+        self.local = threading.local()
 
     # ---- bookkeeping ----
     def record(self, kind, ok, detail="", attack=None):
@@ -161,6 +162,20 @@ class Soak:
     # ---- transport ----
     def conn(self, timeout=60):
         return http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+
+    def kept(self):
+        """This worker's kept-alive connection (normal and streamed requests reuse it, as SDK clients
+        do); a new one after an error or a server close."""
+        c = getattr(self.local, "conn", None)
+        if c is None:
+            c = self.local.conn = self.conn()
+        return c
+
+    def drop_kept(self):
+        c = getattr(self.local, "conn", None)
+        if c is not None:
+            c.close()
+        self.local.conn = None
 
     def raw(self, data, timeout=20, half_close=True, send_delay=0.0):
         """Sends bytes on a fresh socket and returns what comes back until the server closes."""
@@ -197,7 +212,7 @@ class Soak:
 
     # ---- the client kinds ----
     def normal(self, rng):
-        c = self.conn()
+        c = self.kept() if self.a.keep_alive else self.conn()
         try:
             c.request("POST", "/v1/chat/completions", self.chat_body(rng), {"Content-Type": "application/json"})
             r = c.getresponse()
@@ -206,12 +221,15 @@ class Soak:
             self.record("normal", ok, f"{r.status} {body[:200]!r}")
         except Exception as e:  # noqa: BLE001 — any failure of a normal request is a lost request
             self.record("normal", False, repr(e))
+            self.drop_kept()
         finally:
-            c.close()
+            if not self.a.keep_alive:
+                c.close()
 
     def stream(self, rng, drop_after=None):
         kind = "stream" if drop_after is None else "disconnect"
-        c = self.conn()
+        keep = self.a.keep_alive and drop_after is None
+        c = self.kept() if keep else self.conn()
         try:
             c.request("POST", "/v1/chat/completions", self.chat_body(rng, stream=True, max_tokens=rng.randint(8, 128)),
                       {"Content-Type": "application/json"})
@@ -229,16 +247,21 @@ class Soak:
                     n += 1
                     if line.strip() == b"data: [DONE]":
                         done = True
+                        r.read()  # the rest of the chunked framing: the connection is reusable
                         break
                     if drop_after is not None and n >= drop_after:
                         sock.shutdown(socket.SHUT_RDWR)  # gone mid-stream
                         self.record(kind, True)
                         return
             self.record(kind, done or drop_after is not None, f"stream ended after {n} events without [DONE]")
+            if not done:
+                self.drop_kept()
         except Exception as e:  # noqa: BLE001
             self.record(kind, False, repr(e))
+            self.drop_kept()
         finally:
-            c.close()
+            if not keep:
+                c.close()
 
     def slowloris(self, head):
         """One byte every 0.3 s, watching for the answer between bytes, until the server answers or
@@ -420,7 +443,7 @@ class Soak:
         print(f"soak: {self.a.clients} clients for {self.a.seconds} s against {self.a.model} (port {self.port})", flush=True)
         self.health_ms()
         time.sleep(1)
-        fds_before = self.n_fds()  # listening sockets, epoll, pipes, the HTTP server's internal port
+        fds_before = self.n_fds()  # the listening socket, epoll, the eventfd, pipes
         self.load_before = open("/proc/loadavg").read().split()[:3]
         samples = []
         workers = [threading.Thread(target=self.worker, args=(i,), daemon=True) for i in range(self.a.clients)]
@@ -494,6 +517,11 @@ class Soak:
             "hostile_unexpected": self.counts.get("hostile", {}).get("bad", 0),
             "crashed": crashed, "exit_code_on_sigterm": exit_code, "pages_drained": drained,
             "preemptions": final.get("mmx_preemptions_total"),
+            "keep_alive_clients": self.a.keep_alive,
+            "http": {"connections": final.get("mmx_http_connections_total"),
+                     "requests": final.get("mmx_http_requests_total"),
+                     "on_reused_connections": final.get("mmx_http_keep_alive_requests_total"),
+                     "slow_readers_cut": final.get("mmx_http_slow_readers_cut_total")},
             "rss_mib": {"window_s": window_s, "median_per_window": [None if m is None else round(m, 1) for m in rss_medians],
                         "max": round(max((s[1] for s in samples), default=0), 1),
                         "rule": "last window's median <= second window's median + 16 MiB",
@@ -555,6 +583,8 @@ def main():
     p.add_argument("--threads", type=int, default=1, help="the server's model threads (-t)")
     p.add_argument("--kv-pages", type=int, default=32, help="a small pool, so sequences get preempted")
     p.add_argument("--out", default="soak-out")
+    p.add_argument("--no-keep-alive", dest="keep_alive", action="store_false",
+                   help="a new connection for every normal and streamed request (default: each client keeps one)")
     sys.exit(Soak(p.parse_args()).run())
 
 

@@ -234,6 +234,7 @@ void Engine::publish_metrics(const ScheduledBatch& batch) {
   stats_.preemptions = sched_->preemptions();
   stats_.last_batch_seqs = int64_t(batch.chunks.size());
   stats_.last_batch_tokens = batch.n_tokens();
+  if (!batch.empty()) ++stats_.steps;
 }
 
 bool Engine::step() {

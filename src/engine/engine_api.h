@@ -31,7 +31,10 @@ struct GenRequest {
   // the engine thread while the other cores wait) and sends NaN as each token's logprob.
   bool logprobs = true;
   int top_logprobs = 0;             // 0..20 (needs logprobs): alternatives per emitted token
-  int64_t priority = 0;             // reserved (fair FIFO today)
+  int64_t priority = 0;             // reserved
+  // Who asked (the server: "key:N" or "addr:IP"; "" for everyone else). The scheduler shares the
+  // running slots fairly between the clients that wait (engine/scheduler.h).
+  std::string client;
   ConstraintFactory constraint;     // structured output: one TokenConstraint per sequence (empty: none)
 };
 
@@ -63,6 +66,7 @@ struct EngineMetrics {
   int64_t last_batch_tokens = 0, last_batch_seqs = 0;
   int64_t preemptions = 0;  // sequences sent back to the queue for recompute (pages ran out)
   int64_t weight_updates = 0;  // update_weights() calls that took effect
+  int64_t steps = 0;           // steps that ran a batch
 };
 
 class EngineApi {

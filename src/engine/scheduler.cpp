@@ -57,9 +57,49 @@ bool Scheduler::shares_inflight_prefill(const Sequence& s, int64_t hit) const {
   return false;
 }
 
+// Running sequences per client (GenRequest::client).
+std::unordered_map<std::string, int64_t> Scheduler::running_per_client() const {
+  std::unordered_map<std::string, int64_t> n;
+  for (const auto& s : running_) ++n[s->in.client];
+  return n;
+}
+
+// The newest running sequence of the client holding the most, if that client holds at least two
+// more than `held` (what the waiting candidate's client holds): moving one slot from it to the
+// candidate narrows the gap without reversing it, so fair preemption never ping-pongs.
+Sequence* Scheduler::fairness_victim(int64_t held) const {
+  const auto n = running_per_client();
+  const std::string* most = nullptr;
+  int64_t most_n = 0;
+  for (const auto& [client, k] : n)
+    if (k > most_n) most_n = k, most = &client;
+  if (!most || most_n < held + 2) return nullptr;
+  for (auto it = running_.rbegin(); it != running_.rend(); ++it)
+    if ((*it)->in.client == *most) return it->get();
+  return nullptr;
+}
+
 void Scheduler::admit() {
-  while (!waiting_.empty() && int64_t(running_.size()) < o_.max_running) {
-    Sequence& s = *waiting_.front();
+  ScheduledBatch none;  // nothing is planned yet: a fair preemption has no chunk to take back
+  for (size_t guard = 0; !waiting_.empty() && guard < 4 * size_t(o_.max_running) + waiting_.size(); ++guard) {
+    // The candidate: the first waiting sequence of the client with the fewest running ones (FIFO
+    // among equals: with a single client — the CLI, RL rollouts — plain FIFO).
+    const auto held_by = running_per_client();
+    auto held = [&](const Sequence& q) {
+      const auto it = held_by.find(q.in.client);
+      return it == held_by.end() ? int64_t(0) : it->second;
+    };
+    size_t pick = 0;
+    for (size_t i = 1; i < waiting_.size() && held(*waiting_[pick]) > 0; ++i)
+      if (held(*waiting_[i]) < held(*waiting_[pick])) pick = i;
+    Sequence& s = *waiting_[pick];
+    const int64_t mine = held(s);
+    if (int64_t(running_.size()) >= o_.max_running) {
+      Sequence* victim = fairness_victim(mine);
+      if (!victim) return;
+      preempt(*victim, none);  // a client over its share gives a slot to one under it
+      continue;
+    }
     const int64_t hit = mem_.open(s.mem, s.tokens);
     // Room for the rest of its prompt plus a page of headroom per running sequence; the first
     // sequence always goes in (any request fits the whole pool: Engine::context_limit()).
@@ -67,13 +107,16 @@ void Scheduler::admit() {
         running_.empty() || mem_.fit(s.mem) >= s.pending() + int64_t(running_.size()) * mem_.page();
     if (!room || shares_inflight_prefill(s, hit)) {
       mem_.release(s.mem);
-      break;  // FIFO: later sequences wait behind it
+      Sequence* victim = room ? nullptr : fairness_victim(mine);
+      if (!victim) return;  // later sequences wait behind it
+      preempt(*victim, none);  // pages, as slots: from the client over its share
+      continue;
     }
     if (s.n_cached < 0) s.n_cached = hit;  // a recompute after preemption is not a cache hit
     prefix_hit_tokens_ += hit;
     prefix_lookup_tokens_ += int64_t(s.tokens.size());
-    running_.push_back(std::move(waiting_.front()));
-    waiting_.pop_front();
+    running_.push_back(std::move(waiting_[pick]));
+    waiting_.erase(waiting_.begin() + int64_t(pick));
   }
 }
 

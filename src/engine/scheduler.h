@@ -1,7 +1,11 @@
 // Scheduler: which sequences run in the next step, and how many tokens each (DESIGN data-flow
 // step 4). Over the shared PagedMemory; knows nothing of models, sampling or events.
 //
-//   admit:    waiting sequences enter FIFO while max_running and the free pages allow; each maps
+//   admit:    waiting sequences enter while max_running and the free pages allow, fairly between
+//             clients (GenRequest::client): the next is the first waiting one of the client with
+//             the fewest running, and when slots or pages run out, a client holding at least two
+//             more than that one gives up its newest (preempted as below) — no client keeps more
+//             than its share while others wait; with one client this is plain FIFO. Each maps
 //             the longest usable cached prefix of its tokens. One whose prefix a running
 //             sequence is still prefilling waits until those pages are committed, so n choices
 //             of one prompt compute it once;
@@ -18,6 +22,8 @@
 #include <limits>
 #include <deque>
 #include <memory>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/sequence.h"
@@ -66,6 +72,8 @@ class Scheduler {
 
  private:
   void admit();
+  std::unordered_map<std::string, int64_t> running_per_client() const;
+  Sequence* fairness_victim(int64_t held) const;
   bool shares_inflight_prefill(const Sequence& s, int64_t hit) const;
   bool make_room(Sequence& s, int64_t& n, ScheduledBatch& batch);
   void preempt(Sequence& victim, ScheduledBatch& batch);

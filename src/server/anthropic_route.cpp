@@ -3,7 +3,7 @@
 // (anthropic_request.h), then the same chat turn (chat::prepare_turn through
 // Server::prepare_chat_turn: prompt, engine request, OutputParser per choice); the engine is
 // driven by Generation; only the response shapes differ (anthropic_response.h).
-#include <httplib.h>
+#include "server/http.h"
 
 #include <cstdint>
 #include <cstdio>
@@ -23,7 +23,7 @@ namespace mmx::server {
 
 namespace {
 
-void send_anthropic_error(httplib::Response& res, const ApiError& e) { send_error(res, e, ErrorShape::kAnthropic); }
+void send_anthropic_error(HttpResponse& res, const ApiError& e) { send_error(res, e, ErrorShape::kAnthropic); }
 
 // A conversation src/chat refused, as Anthropic words it: a prompt over the context is
 // "prompt is too long: N tokens > M maximum" (the text Claude Code parses to compact its context;
@@ -110,10 +110,10 @@ struct MessageJob {
 
 }  // namespace
 
-void Server::handle_messages(const std::string& body, httplib::Response& res) {
+void Server::handle_messages(const HttpRequest& req, HttpResponse& res) {
   const double t0 = now_s();
   try {
-    MessagesRequest mr = parse_messages_request(parse_body(body), model_);
+    MessagesRequest mr = parse_messages_request(parse_body(req.body), model_);
     ChatRequest& cr = mr.chat;
     if (!cr.has_seed) cr.sampling.seed = next_seed();
     check_model(cr.model);
@@ -127,6 +127,7 @@ void Server::handle_messages(const std::string& body, httplib::Response& res) {
     }
     chat::PreparedTurn t = prepare_chat_turn(cr);
     GenRequest& g = t.request;
+    g.client = req.client;
     // tool_choice any / {tool, name} force a call exactly as the chat route's required / named one.
     g.constraint = constraints_.make(output_structure(cr), cr.tools, cr.tool_choice, cr.forced_tool, t.prompt.starts_in_reasoning,
                                      g.max_tokens, mr.thinking_budget);
@@ -168,9 +169,9 @@ void Server::handle_messages(const std::string& body, httplib::Response& res) {
   }
 }
 
-void Server::handle_count_tokens(const std::string& body, httplib::Response& res) {
+void Server::handle_count_tokens(const HttpRequest& req, HttpResponse& res) {
   try {
-    MessagesRequest mr = parse_messages_request(parse_body(body), model_, /*count_tokens=*/true);
+    MessagesRequest mr = parse_messages_request(parse_body(req.body), model_, /*count_tokens=*/true);
     check_model(mr.chat.model);
     // The prompt as /v1/messages would render it, context edits and folded system messages
     // included (no reasoning dropped: that depends on the server's --drop-reasoning-over and the

@@ -5,7 +5,7 @@
 //   OpenAI     {"error": {"message": ..., "type": ..., "param": ..., "code": ...}}
 //   Anthropic  {"type": "error", "error": {"type": "not_found_error" | ..., "message": ...}}
 //              (/v1/messages and every path under it, whoever refuses the request: the front's
-//              401/408/413/431, httplib's 404/405, a body that cannot be read, the route itself)
+//              401/408/413/431, the router's 404/405, a body that cannot be read, the route itself)
 #pragma once
 
 #include <nlohmann/json.hpp>

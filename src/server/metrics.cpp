@@ -62,7 +62,7 @@ void ServerMetrics::count_dropped_reasoning(int64_t n) {
   dropped_reasoning_ += n;
 }
 
-std::string ServerMetrics::render(const EngineMetrics& e) const {
+std::string ServerMetrics::render(const EngineMetrics& e, const FrontStats& http) const {
   std::lock_guard<std::mutex> l(mu_);
   std::string out;
   head(out, "mmx_requests_total", "counter", "HTTP requests answered, by endpoint and status code.");
@@ -99,6 +99,18 @@ std::string ServerMetrics::render(const EngineMetrics& e) const {
   line(out, "mmx_last_batch_tokens", double(e.last_batch_tokens));
   head(out, "mmx_last_batch_seqs", "gauge", "Sequences in the last engine step.");
   line(out, "mmx_last_batch_seqs", double(e.last_batch_seqs));
+  head(out, "mmx_engine_steps_total", "counter", "Engine steps that ran a batch.");
+  line(out, "mmx_engine_steps_total", double(e.steps));
+  head(out, "mmx_http_connections_total", "counter", "Client connections accepted.");
+  line(out, "mmx_http_connections_total", double(http.connections));
+  head(out, "mmx_http_requests_total", "counter", "Complete requests handed to a route.");
+  line(out, "mmx_http_requests_total", double(http.requests));
+  head(out, "mmx_http_keep_alive_requests_total", "counter",
+       "Requests on a connection that had served one before (keep-alive reuse).");
+  line(out, "mmx_http_keep_alive_requests_total", double(http.reused));
+  head(out, "mmx_http_slow_readers_cut_total", "counter",
+       "Connections cut because the client took none of its pending output within the write timeout.");
+  line(out, "mmx_http_slow_readers_cut_total", double(http.cut_slow_readers));
   return out;
 }
 

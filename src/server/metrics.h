@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/engine_api.h"
+#include "server/front.h"
 
 namespace mmx::server {
 
@@ -31,8 +32,8 @@ class ServerMetrics {
   void observe_ttft(double seconds);                             // request arrival -> first token
   void observe_itl(double seconds);                              // between consecutive tokens
   void count_dropped_reasoning(int64_t n_turns);
-  // Prometheus text exposition (version 0.0.4) of everything above plus `engine`.
-  std::string render(const EngineMetrics& engine) const;
+  // Prometheus text exposition (version 0.0.4) of everything above plus `engine` and `http`.
+  std::string render(const EngineMetrics& engine, const FrontStats& http = {}) const;
 
  private:
   mutable std::mutex mu_;

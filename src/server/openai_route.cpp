@@ -3,7 +3,7 @@
 // (chat::prepare_turn through Server::prepare_chat_turn: prompt, engine request, per-choice
 // OutputStreams); a completion's prompt is text or ids. Both are driven by Generation and shaped
 // here as OpenAI's JSON objects or SSE chunks (response.h has the pieces).
-#include <httplib.h>
+#include "server/http.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -176,7 +176,7 @@ std::string next_events(Job& job) {
 
 // Submits, then either answers whole or installs the SSE provider. Throws ApiError.
 void run_job(std::shared_ptr<Job> job, EngineApi& engine, ServerMetrics& metrics, const GenRequest& g,
-             httplib::Response& res) {
+             HttpResponse& res) {
   if (job->params.n > engine.max_queued())  // a 429 that no retry could ever turn into a 200
     throw ApiError(400,
                    fmt::format("'n' is {} but this server queues at most {} requests at once (its --max-queue); "
@@ -195,7 +195,7 @@ void run_job(std::shared_ptr<Job> job, EngineApi& engine, ServerMetrics& metrics
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [job](size_t, httplib::DataSink& sink) {
+      [job](StreamSink& sink) {
         const std::string ev = next_events(*job);
         if (!ev.empty() && !sink.write(ev.data(), ev.size())) return false;  // client gone
         if (job->finished) sink.done();
@@ -209,14 +209,15 @@ void run_job(std::shared_ptr<Job> job, EngineApi& engine, ServerMetrics& metrics
 
 }  // namespace
 
-void Server::handle_chat(const std::string& body, httplib::Response& res) {
+void Server::handle_chat(const HttpRequest& req, HttpResponse& res) {
   const double t0 = now_s();
   try {
-    ChatRequest cr = parse_chat_request(parse_body(body), model_.sampling);
+    ChatRequest cr = parse_chat_request(parse_body(req.body), model_.sampling);
     if (!cr.has_seed) cr.sampling.seed = next_seed();
     check_model(cr.model);
     chat::PreparedTurn t = prepare_chat_turn(cr);
     GenRequest& g = t.request;
+    g.client = req.client;
     g.constraint = constraints_.make(output_structure(cr), cr.tools, cr.tool_choice, cr.forced_tool, t.prompt.starts_in_reasoning, g.max_tokens);
 
     auto job = new_job(true, new_id("chatcmpl-"), model_, cr, opts_.stream_ping_ms, int64_t(t.prompt.ids.size()));
@@ -236,10 +237,10 @@ void Server::handle_chat(const std::string& body, httplib::Response& res) {
   }
 }
 
-void Server::handle_completion(const std::string& body, httplib::Response& res) {
+void Server::handle_completion(const HttpRequest& req, HttpResponse& res) {
   const double t0 = now_s();
   try {
-    CompletionRequest cr = parse_completion_request(parse_body(body), model_.sampling);
+    CompletionRequest cr = parse_completion_request(parse_body(req.body), model_.sampling);
     if (!cr.has_seed) cr.sampling.seed = next_seed();
     check_model(cr.model);
     const tok::Tokenizer& tok = *model_.tokenizer;
@@ -256,6 +257,7 @@ void Server::handle_completion(const std::string& body, httplib::Response& res) 
     const int64_t ctx = engine_.context_limit();
     GenRequest g = chat::make_gen_request(gen_limits(cr), ids, ctx, opts_.default_max_tokens, model_.tokenizer->vocab_size(),
                                           model_.eos_ids, "prompt");
+    g.client = req.client;
     g.constraint = constraints_.make(output_structure(cr), nullptr, "auto", "", /*starts_in_reasoning=*/false, g.max_tokens);
 
     auto job = new_job(false, new_id("cmpl-"), model_, cr, opts_.stream_ping_ms, int64_t(ids.size()));

@@ -4,7 +4,7 @@
 // request, OutputParser); the engine is driven by Generation; only the response shapes differ
 // (responses_response.h). A response asked to be stored (`store`, the default) is kept in the
 // server's ResponseStore for previous_response_id and item_reference.
-#include <httplib.h>
+#include "server/http.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -140,10 +140,10 @@ ojson response_fields(const ResponsesRequest& r) {
 
 }  // namespace
 
-void Server::handle_responses(const std::string& body, httplib::Response& res) {
+void Server::handle_responses(const HttpRequest& req, HttpResponse& res) {
   const double t0 = now_s();
   try {
-    ResponsesRequest rr = parse_responses_request(parse_body(body), model_, responses_);
+    ResponsesRequest rr = parse_responses_request(parse_body(req.body), model_, responses_);
     ChatRequest& cr = rr.chat;
     if (!cr.has_seed) cr.sampling.seed = next_seed();
     check_model(cr.model);
@@ -156,6 +156,7 @@ void Server::handle_responses(const std::string& body, httplib::Response& res) {
     setup.fields = response_fields(rr);
     chat::PreparedTurn t = prepare_chat_turn(cr);
     GenRequest& g = t.request;
+    g.client = req.client;
     g.constraint = constraints_.make(output_structure(cr), cr.tools, cr.tool_choice, cr.forced_tool,
                                      t.prompt.starts_in_reasoning, g.max_tokens);
 

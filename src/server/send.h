@@ -1,9 +1,9 @@
-// How a route writes a JSON answer into an httplib::Response: the body (invalid UTF-8 replaced,
+// How a route writes a JSON answer into an HttpResponse (http.h): the body (invalid UTF-8 replaced,
 // never throws) and its status. Shared by server.cpp (the shared routes and the error handlers),
 // openai_route.cpp, anthropic_route.cpp (its errors in Anthropic's shape) and responses_route.cpp.
 #pragma once
 
-#include <httplib.h>
+#include "server/http.h"
 
 #include <nlohmann/json.hpp>
 
@@ -15,14 +15,14 @@
 
 namespace mmx::server {
 
-inline void send_json(httplib::Response& res, int status, const nlohmann::ordered_json& j) {
+inline void send_json(HttpResponse& res, int status, const nlohmann::ordered_json& j) {
   res.status = status;
   res.set_content(j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace), "application/json");
 }
 
 // An error in the shape of the API its request was for (api_error.h): OpenAI's from the OpenAI
 // routes' own handlers, error_shape_for(req.path) from everything that serves any path.
-inline void send_error(httplib::Response& res, const ApiError& e, ErrorShape shape = ErrorShape::kOpenAI) {
+inline void send_error(HttpResponse& res, const ApiError& e, ErrorShape shape = ErrorShape::kOpenAI) {
   res.status = e.status;
   res.set_content(error_body(e, shape), "application/json");
 }
@@ -32,13 +32,13 @@ inline void send_error(httplib::Response& res, const ApiError& e, ErrorShape sha
 // already submitted) and `n_prompt`. The 200 goes out only after the engine took every choice, so
 // a refusal (429, ...) still gets its status; a client that goes away cancels the generation.
 template <class Job>
-void stream_job(httplib::Response& res, std::shared_ptr<Job> job, ServerMetrics& metrics) {
+void stream_job(HttpResponse& res, std::shared_ptr<Job> job, ServerMetrics& metrics) {
   job->gen->wait_started();
   res.status = 200;
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [job](size_t, httplib::DataSink& sink) {
+      [job](StreamSink& sink) {
         const std::string ev = job->next_events();
         if (!ev.empty() && !sink.write(ev.data(), ev.size())) return false;  // client gone
         if (job->finished) sink.done();

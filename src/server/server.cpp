@@ -1,11 +1,6 @@
 #include "server/server.h"
 
-#include <arpa/inet.h>
-#include <dirent.h>
 #include <malloc.h>
-#include <httplib.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 
 #include <algorithm>
 #include <chrono>
@@ -53,11 +48,10 @@ const char* endpoint_label(const std::string& path) {
 // ---- Server ----
 
 Server::Server(EngineApi& engine, chat::ServedModel model, ServerOptions opts)
-    : engine_(engine), model_(std::move(model)), opts_(std::move(opts)), http_(std::make_unique<httplib::Server>()) {
+    : engine_(engine), model_(std::move(model)), opts_(std::move(opts)) {
   MMX_CHECK(model_.tokenizer != nullptr, "ServedModel needs a tokenizer");
   if (model_.created == 0) model_.created = int64_t(std::time(nullptr));
   seed_rng_.seed(opts_.seed ? *opts_.seed : std::random_device{}());
-  routes();
 }
 
 uint64_t Server::next_seed() {
@@ -102,211 +96,107 @@ void Server::check_model(const std::string& name) const {
                    "model", "model_not_found");
 }
 
-// Debian's libcpp-httplib 0.11.4 is compiled with a listen backlog of 5. A burst of connections
-// (64 clients starting at once) overflows it; the kernel then answers with SYN cookies and drops
-// the handshake's last ACK, the client believes it is connected, and its request is reset about
-// 1.2 s later (the load bench's lost "transport error: Read" requests; `nstat` counted them as
-// TcpExtListenOverflows). httplib does not expose its socket, so find our listening socket by
-// port and call listen() again, which on Linux only raises the backlog.
-static void widen_listen_backlog(int port) {
-  DIR* d = opendir("/proc/self/fd");
-  if (!d) return;
-  while (const dirent* e = readdir(d)) {
-    const int fd = std::atoi(e->d_name);
-    int listening = 0;
-    socklen_t len = sizeof listening;
-    if (fd <= 2 || getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening) continue;
-    sockaddr_storage a{};
-    len = sizeof a;
-    if (getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) continue;
-    const int p = a.ss_family == AF_INET    ? ntohs(reinterpret_cast<sockaddr_in*>(&a)->sin_port)
-                  : a.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&a)->sin6_port)
-                                            : -1;
-    if (p == port) ::listen(fd, SOMAXCONN);
-  }
-  closedir(d);
-}
-
 void configure_memory_return() {
   mallopt(M_MMAP_THRESHOLD, 256 << 10);  // setting it fixes it: no dynamic raise
   mallopt(M_TRIM_THRESHOLD, 1 << 20);
 }
 
 int Server::start(const std::string& host, int port) {
-  const int inner = http_->bind_to_any_port("127.0.0.1");
-  if (inner <= 0) fail("cannot listen on an internal loopback port");
-  widen_listen_backlog(inner);
-  thread_ = std::thread([this] { http_->listen_after_bind(); });
   FrontOptions f = opts_.front;
+  f.max_headers = opts_.max_headers;
+  f.max_header_bytes = opts_.max_header_bytes;
   f.max_head_bytes = opts_.max_header_bytes + (size_t(16) << 10);  // + request line and separators
   f.max_body_bytes = opts_.max_body_bytes;
-  f.api_key = opts_.api_key;
-  front_ = std::make_unique<Front>(f, inner);
-  try {
-    return front_->start(host, port);
-  } catch (...) {
-    http_->stop();
-    thread_.join();
-    throw;
-  }
+  f.api_keys = opts_.api_keys;
+  front_ = std::make_unique<Front>(f, [this](HttpRequest& req, HttpResponse& res) { serve(req, res); });
+  return front_->start(host, port);
 }
 
 void Server::wait() {
-  if (thread_.joinable()) thread_.join();
+  std::unique_lock<std::mutex> l(stop_mu_);
+  stop_cv_.wait(l, [this] { return stopped_; });
 }
 
 void Server::stop() {
   if (front_) front_->stop();
-  if (http_) http_->stop();
-  if (thread_.joinable()) thread_.join();
+  {
+    std::lock_guard<std::mutex> l(stop_mu_);
+    stopped_ = true;
+  }
+  stop_cv_.notify_all();
 }
 
-void Server::routes() {
-  httplib::Server& s = *http_;
-  const int n_threads = opts_.n_http_threads;
-  s.new_task_queue = [n_threads] { return new httplib::ThreadPool(size_t(n_threads)); };
-  s.set_payload_max_length(opts_.max_body_bytes);
-  // One request per connection. httplib 0.11 gives a handler no way to close its connection, so
-  // after a request refused before (or while) its body is read, the unread body bytes would be
-  // parsed as the next request on a kept-alive connection: request smuggling by construction.
-  // Closing after every response removes that, for one TCP handshake per request (negligible
-  // beside a generation).
-  s.set_keep_alive_max_count(1);
-
-  // Statuses httplib sets itself (unknown route, body too large, bad request line) get the
-  // OpenAI error shape too; handler-made errors already have a body.
-  s.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-    int st = res.status;
-    if (st == 404) {  // a known route asked with the wrong method: 405 naming the right one
-      if (const char* allow = route_method(req.path); allow && req.method != allow) {
-        st = 405;
-        res.set_header("Allow", allow);
-        send_error(res, ApiError(st, req.method + " " + req.path + " is not allowed: use " + allow),
-                   error_shape_for(req.path));
-        return httplib::Server::HandlerResponse::Handled;
-      }
-    }
-    const std::string msg = st == 404   ? "Unknown route: " + req.method + " " + req.path
-                            : st == 413 ? std::string("The request body is too large")
-                                        : "HTTP error " + std::to_string(st);
-    send_error(res, ApiError(st, msg), error_shape_for(req.path));
-    return httplib::Server::HandlerResponse::Handled;
-  }));
-  s.set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr) {
+void Server::serve(HttpRequest& req, HttpResponse& res) {
+  try {
+    route(req, res);
+  } catch (const ApiError& e) {
+    res = HttpResponse();
+    send_error(res, e, error_shape_for(req.path));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mmx serve: internal error in %s %s: %s\n", req.method.c_str(), req.path.c_str(), e.what());
+    res = HttpResponse();
     send_error(res, ApiError(500, "internal server error"), error_shape_for(req.path));
-  });
-  s.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-    metrics_.count_request(endpoint_label(req.path), res.status);
-  });
-
-  s.Get("/health", [](const httplib::Request&, httplib::Response& res) {
-    send_json(res, 200, {{"status", "ok"}});
-  });
-  // The chat page (web_assets.h); served without the API key, which the page itself asks for.
-  for (const WebAsset* a = web_assets_begin(); a != web_assets_end(); ++a) {
-    std::string pattern;  // httplib matches a regex: the path's dots escaped
-    for (const char* c = a->path; *c; ++c) pattern += *c == '.' ? std::string("\\.") : std::string(1, *c);
-    s.Get(pattern, [a](const httplib::Request&, httplib::Response& res) {
-      res.set_header("Cache-Control", "no-cache");
-      res.set_content(a->body.data(), a->body.size(), a->content_type);
-    });
   }
-  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics_.render(engine_.metrics()), "text/plain; version=0.0.4");
-  });
-  auto model_card = [this] {
-    return json{{"id", model_.name}, {"object", "model"}, {"created", model_.created},
-                {"owned_by", "minimax.cpp"}, {"max_model_len", engine_.context_limit()}};
-  };
-  // What the request head alone decides, before any body byte is read: header limits and the API
-  // key on /v1/* (the front checks the key too, and the framing; this covers the internal port).
-  // The body of a refused request stays unread (and its connection closes: one request per
-  // connection, above).
-  s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    auto refuse = [&req, &res](const ApiError& e) {
-      send_error(res, e, error_shape_for(req.path));
-      return httplib::Server::HandlerResponse::Handled;
-    };
-    size_t header_bytes = 0;
-    for (const auto& [k, v] : req.headers) header_bytes += k.size() + v.size();
-    if (req.headers.size() > size_t(opts_.max_headers) || header_bytes > opts_.max_header_bytes)
-      return refuse(ApiError(431, fmt::format("Request header fields too large: {} fields, {} bytes (this server "
-                                              "takes at most {} fields, {} bytes)", req.headers.size(), header_bytes,
-                                              opts_.max_headers, opts_.max_header_bytes)));
-    try {
-      check_api_key(opts_.api_key, req.method, req.path, req.get_header_value("Authorization"),
-                    req.get_header_value("x-api-key"));
-    } catch (const ApiError& e) {
-      return refuse(e);
-    }
-    return httplib::Server::HandlerResponse::Unhandled;
-  });
-  s.Get("/v1/models", [model_card](const httplib::Request&, httplib::Response& res) {
-    send_json(res, 200, {{"object", "list"}, {"data", json::array({model_card()})}});
-  });
-  s.Get(R"(/v1/models/(.+))", [this, model_card](const httplib::Request& req, httplib::Response& res) {
-    try {
-      check_model(req.matches[1]);
-      send_json(res, 200, model_card());
-    } catch (const ApiError& e) {
-      send_error(res, e);
-    }
-  });
-  // POST bodies through our own reader, capped on the bytes the server holds (decoded: chunked
-  // or not, gzip undone) — a declared Content-Length over the cap is refused by httplib first.
-  auto with_body = [this](void (Server::*handle)(const std::string&, httplib::Response&)) {
-    return [this, handle](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& read) {
-      std::string body;
-      bool over = false;
-      const bool complete = read([&](const char* data, size_t n) {
-        over = body.size() + n > opts_.max_body_bytes;
-        if (!over) body.append(data, n);
-        return !over;
-      });
-      // httplib refuses a declared Content-Length over the cap before delivering a byte.
-      over = over || (!complete && req.has_header("Content-Length") &&
-                      std::strtoull(req.get_header_value("Content-Length").c_str(), nullptr, 10) > opts_.max_body_bytes);
-      if (!complete && !over)
-        return send_error(res, ApiError(400, "The request body could not be read (truncated, or a malformed "
-                                             "chunked or Content-Encoding framing)"),
-                          error_shape_for(req.path));
-      if (over) {
-        send_error(res, ApiError(413, fmt::format("The request body is too large (over {} bytes decoded)",
-                                                  opts_.max_body_bytes)),
-                   error_shape_for(req.path));
-        return;  // the rest of it stays unread; the connection closes
-      }
-      (this->*handle)(body, res);
-    };
-  };
-  s.Post("/v1/chat/completions", with_body(&Server::handle_chat));
-  s.Post("/v1/completions", with_body(&Server::handle_completion));
-  s.Post("/tokenize", with_body(&Server::handle_tokenize));
-  s.Post("/detokenize", with_body(&Server::handle_detokenize));
-  s.Post("/v1/messages", with_body(&Server::handle_messages));
-  s.Post("/v1/messages/count_tokens", with_body(&Server::handle_count_tokens));
-  s.Post("/v1/responses", with_body(&Server::handle_responses));
   if (!opts_.cors_origin.empty()) {
-    // CORS for browser clients on another origin: every answer names the allowed origin, and a
-    // preflight (OPTIONS, no key needed) says which methods and headers may follow.
-    s.Options(".*", [](const httplib::Request&, httplib::Response& res) {
-      res.status = 204;
-      res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-      res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Api-Key");
-      res.set_header("Access-Control-Max-Age", "600");
-    });
-    s.set_post_routing_handler([origin = opts_.cors_origin](const httplib::Request&, httplib::Response& res) {
-      res.set_header("Access-Control-Allow-Origin", origin);
-      if (origin != "*") res.set_header("Vary", "Origin");
-    });
+    // CORS for browser clients on another origin: every answer names the allowed origin.
+    res.set_header("Access-Control-Allow-Origin", opts_.cors_origin);
+    if (opts_.cors_origin != "*") res.set_header("Vary", "Origin");
   }
+  metrics_.count_request(endpoint_label(req.path), res.status);
+}
+
+// The routes. HEAD is served wherever GET is (the front sends the head without the body).
+void Server::route(HttpRequest& req, HttpResponse& res) {
+  const std::string& path = req.path;
+  const std::string method = req.method == "HEAD" ? "GET" : req.method;
+  if (method == "OPTIONS" && !opts_.cors_origin.empty()) {
+    // A CORS preflight (no key needed): which methods and headers may follow.
+    res.status = 204;
+    res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+    res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Api-Key");
+    res.set_header("Access-Control-Max-Age", "600");
+    return;
+  }
+  const char* allow = route_method(path);
+  if (!allow) throw ApiError(404, "Unknown route: " + req.method + " " + path);
+  if (method != allow) {
+    res.set_header("Allow", allow);
+    send_error(res, ApiError(405, req.method + " " + path + " is not allowed: use " + allow), error_shape_for(path));
+    return;
+  }
+  using Handle = void (Server::*)(const HttpRequest&, HttpResponse&);
+  static const std::pair<const char*, Handle> kPosts[] = {
+      {"/v1/chat/completions", &Server::handle_chat},   {"/v1/completions", &Server::handle_completion},
+      {"/tokenize", &Server::handle_tokenize},          {"/detokenize", &Server::handle_detokenize},
+      {"/v1/messages", &Server::handle_messages},       {"/v1/messages/count_tokens", &Server::handle_count_tokens},
+      {"/v1/responses", &Server::handle_responses}};
+  for (const auto& [p, handle] : kPosts)
+    if (path == p) return (this->*handle)(req, res);
+
+  if (path == "/health") return send_json(res, 200, {{"status", "ok"}});
+  if (path == "/metrics") {
+    const FrontStats f = front_ ? front_->stats() : FrontStats{};
+    return res.set_content(metrics_.render(engine_.metrics(), f), "text/plain; version=0.0.4");
+  }
+  if (const WebAsset* a = find_web_asset(path)) {  // the chat page; served without the API key, which it asks for
+    res.set_header("Cache-Control", "no-cache");
+    return res.set_content(std::string(a->body), a->content_type);
+  }
+  const json card = {{"id", model_.name}, {"object", "model"}, {"created", model_.created},
+                     {"owned_by", "minimax.cpp"}, {"max_model_len", engine_.context_limit()}};
+  if (path == "/v1/models") return send_json(res, 200, {{"object", "list"}, {"data", json::array({card})}});
+  const std::string prefix = "/v1/models/";
+  if (path.rfind(prefix, 0) == 0 && path.size() > prefix.size()) {
+    check_model(path.substr(prefix.size()));
+    return send_json(res, 200, card);
+  }
+  throw ApiError(404, "Unknown route: " + req.method + " " + path);
 }
 
 // POST /tokenize -> {"tokens": [...]}, POST /detokenize -> {"content": str} (request.h).
-void Server::handle_tokenize(const std::string& body, httplib::Response& res) {
+void Server::handle_tokenize(const HttpRequest& req, HttpResponse& res) {
   try {
-    const TokenizeRequest r = parse_tokenize_request(parse_body(body));
+    const TokenizeRequest r = parse_tokenize_request(parse_body(req.body));
     const tok::Tokenizer& tok = *model_.tokenizer;
     const std::vector<int32_t> ids =
         r.parse_special ? tok.encode(r.content, r.add_special) : tok.encode_as_text(r.content);
@@ -316,9 +206,9 @@ void Server::handle_tokenize(const std::string& body, httplib::Response& res) {
   }
 }
 
-void Server::handle_detokenize(const std::string& body, httplib::Response& res) {
+void Server::handle_detokenize(const HttpRequest& req, HttpResponse& res) {
   try {
-    const DetokenizeRequest r = parse_detokenize_request(parse_body(body));
+    const DetokenizeRequest r = parse_detokenize_request(parse_body(req.body));
     const tok::Tokenizer& tok = *model_.tokenizer;
     for (int32_t id : r.tokens)
       if (!tok.has_id(id)) bad_request("token id " + std::to_string(id) + " is not in the vocabulary", "tokens");

@@ -1,4 +1,5 @@
-// The OpenAI-compatible HTTP server over an EngineApi (cpp-httplib).
+// The OpenAI- and Anthropic-compatible HTTP server over an EngineApi: the routes, served by the
+// front (front.h), the one HTTP stack of the process.
 //
 //   POST /v1/chat/completions   messages -> chat template -> ids -> engine -> OutputParser -> JSON/SSE
 //   POST /v1/completions        prompt text or ids -> engine -> text -> JSON/SSE
@@ -20,6 +21,7 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstddef>
 #include <memory>
 #include <mutex>
@@ -27,19 +29,15 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "engine/engine_api.h"
 #include "chat/served_model.h"
 #include "chat/constraints.h"
 #include "server/front.h"
+#include "server/http.h"
 #include "server/metrics.h"
 #include "server/responses_store.h"
-
-namespace httplib {
-class Server;
-struct Request;
-struct Response;
-}  // namespace httplib
 
 namespace mmx::chat {
 struct PreparedTurn;
@@ -50,7 +48,10 @@ namespace mmx::server {
 struct ChatRequest;
 
 struct ServerOptions {
-  std::string api_key;                    // "" = no authentication; else "Authorization: Bearer KEY" (front.h)
+  // None = no authentication; else "Authorization: Bearer KEY" (or x-api-key) with one of them
+  // (front.h). With several, each key is a client of its own for fair admission (engine/scheduler.h);
+  // otherwise clients are told apart by address.
+  std::vector<std::string> api_keys;
   std::string cors_origin;                // "" = no CORS headers; else Access-Control-Allow-Origin (or "*")
   double drop_reasoning_over = 0;         // 0 = off; else a fraction of the context (chat/prompt.h)
   // Larger bodies get 413. Counted on what the server holds: the decoded bytes (chunked or not,
@@ -64,11 +65,9 @@ struct ServerOptions {
   // or emitted (--keep-unknown-tool-calls). chat/output_parser.h, ParserOptions.
   bool keep_unknown_tool_calls = false;
   size_t max_header_bytes = size_t(32) << 10;  // their total size (names + values); more get 431
-  // The front's deadlines and caps (front.h); its head, body and key limits are set from the
+  // The front's deadlines and caps (front.h); its header, body and key limits are set from the
   // fields above by start().
   FrontOptions front;
-  int n_http_threads = 128;               // concurrent connections (a stream holds one; with fewer
-                                          // threads than streaming clients requests were lost: issue 6)
   int stream_ping_ms = 1000;              // SSE comment ": ping" after this long without output
   // max_tokens when the client gives none (0 = up to the context). It reserves nothing: KV is
   // paged (memory/paged_memory.h), a sequence holds pages only for the tokens it has, and
@@ -94,10 +93,9 @@ class Server {
   Server(EngineApi& engine, chat::ServedModel model, ServerOptions opts);
   ~Server();  // stops
 
-  // Binds host:port (port 0 = an ephemeral port) and serves on background threads: the front
-  // (front.h: reads whole requests under limits and deadlines) on host:port, the HTTP server
-  // behind it on an internal loopback port. Returns the public port; throws mmx::Error when the
-  // address cannot be bound.
+  // Binds host:port (port 0 = an ephemeral port) and serves on background threads (front.h:
+  // whole requests read under limits and deadlines, then routed here on worker threads). Returns
+  // the port; throws mmx::Error when the address cannot be bound.
   int start(const std::string& host, int port);
   void wait();  // blocks until stop() (from another thread or a signal handler's helper)
   void stop();
@@ -105,14 +103,16 @@ class Server {
   ServerMetrics& metrics() { return metrics_; }
 
  private:
-  void routes();
-  void handle_chat(const std::string& body, httplib::Response& res);        // openai_route.cpp
-  void handle_completion(const std::string& body, httplib::Response& res);  // openai_route.cpp
-  void handle_tokenize(const std::string& body, httplib::Response& res);
-  void handle_detokenize(const std::string& body, httplib::Response& res);
-  void handle_messages(const std::string& body, httplib::Response& res);       // anthropic_route.cpp
-  void handle_count_tokens(const std::string& body, httplib::Response& res);  // anthropic_route.cpp
-  void handle_responses(const std::string& body, httplib::Response& res);     // responses_route.cpp
+  // Every complete request (on a front worker): route, answer, count. Never throws.
+  void serve(HttpRequest& req, HttpResponse& res);
+  void route(HttpRequest& req, HttpResponse& res);
+  void handle_chat(const HttpRequest& req, HttpResponse& res);        // openai_route.cpp
+  void handle_completion(const HttpRequest& req, HttpResponse& res);  // openai_route.cpp
+  void handle_tokenize(const HttpRequest& req, HttpResponse& res);
+  void handle_detokenize(const HttpRequest& req, HttpResponse& res);
+  void handle_messages(const HttpRequest& req, HttpResponse& res);       // anthropic_route.cpp
+  void handle_count_tokens(const HttpRequest& req, HttpResponse& res);  // anthropic_route.cpp
+  void handle_responses(const HttpRequest& req, HttpResponse& res);     // responses_route.cpp
   std::string new_id(const char* prefix);
   uint64_t next_seed();
   // The tool-call id seed of a chat turn (chat::TurnOptions): the time, mixed with a turn counter.
@@ -128,9 +128,10 @@ class Server {
   ServerMetrics metrics_;
   chat::Constraints constraints_{model_};  // structured output: compiled grammars, kept
   ResponseStore responses_;                // /v1/responses kept for previous_response_id (in memory)
-  std::unique_ptr<httplib::Server> http_;
   std::unique_ptr<Front> front_;
-  std::thread thread_;
+  std::mutex stop_mu_;
+  std::condition_variable stop_cv_;
+  bool stopped_ = false;
   std::atomic<uint64_t> n_requests_{0};
   std::atomic<uint64_t> n_turns_{0};
   std::mutex seed_mu_;

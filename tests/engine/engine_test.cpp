@@ -507,6 +507,76 @@ TEST(Engine, CancelStopsEventsAndFreesMemory) {
   e.cancel(id);  // idempotent
 }
 
+// Fair admission (scheduler.h): a client holding every running slot gives one up at once to a
+// second client's request — whose first token comes in the very next step — and the preempted
+// sequence, recomputed later, still produces exactly its stream alone. With the same request
+// under the first client's name (one client: FIFO) it waits: the rule is what makes the difference.
+TEST(Engine, FairAdmissionGivesAWaitingClientASlotAtOnce) {
+  auto model = load_model(tiny_dir("minimax_m2"));
+  for (const bool fair : {true, false}) {
+    SCOPED_TRACE(fair ? "second client" : "same client");
+    Engine e(*model, test_options(4096, /*max_running=*/8));
+    std::vector<std::vector<int32_t>> a_ids(8);
+    for (int i = 0; i < 8; ++i) {
+      GenRequest r;
+      r.prompt = prompt(6 + i, 300 + uint64_t(i));
+      r.sampling.temperature = 0;
+      r.max_tokens = 24;
+      r.client = "addr:10.0.0.1";
+      e.submit(r, [&a_ids, i](const GenEvent& ev) {
+        if (ev.kind == GenEvent::kToken) a_ids[size_t(i)].push_back(ev.token);
+      });
+    }
+    for (int k = 0; k < 3; ++k) e.step();
+    ASSERT_EQ(e.metrics().requests_running, 8);
+    GenRequest b;
+    b.prompt = prompt(9, 400);
+    b.sampling.temperature = 0;
+    b.max_tokens = 4;
+    b.client = fair ? "addr:10.0.0.2" : "addr:10.0.0.1";
+    int b_tokens = 0;
+    e.submit(b, [&](const GenEvent& ev) { b_tokens += ev.kind == GenEvent::kToken; });
+    e.step();
+    if (fair) EXPECT_EQ(b_tokens, 1) << "its prefill ran in the first step after it arrived";
+    else EXPECT_EQ(b_tokens, 0) << "FIFO: it waits for a slot";
+    e.run_until_idle();
+    EXPECT_EQ(b_tokens, 4);
+    for (int i = 0; i < 8; ++i) {
+      const std::vector<int32_t> alone = run(*model, {prompt(6 + i, 300 + uint64_t(i))}, 24, 4096)[0].ids;
+      EXPECT_EQ(a_ids[size_t(i)], alone) << "request " << i;
+    }
+  }
+}
+
+// Three clients: one holding all 8 slots, two arriving with 4 requests each. After one step the
+// slots are shared max-min fairly (counts within one of each other), never by thrashing: the
+// preemptions are exactly the slots that changed hands.
+TEST(Engine, FairAdmissionSharesSlotsMaxMin) {
+  auto model = load_model(tiny_dir("minimax_m2"));
+  Engine e(*model, test_options(4096, 8));
+  auto submit = [&](const std::string& client, int n, uint64_t seed) {
+    for (int i = 0; i < n; ++i) {
+      GenRequest r;
+      r.prompt = prompt(5, seed + uint64_t(i));
+      r.sampling.temperature = 0;
+      r.max_tokens = 40;
+      r.client = client;
+      e.submit(r, [](const GenEvent&) {});
+    }
+  };
+  submit("a", 8, 10);
+  for (int k = 0; k < 2; ++k) e.step();
+  submit("b", 4, 20);
+  submit("c", 4, 30);
+  e.step();
+  const EngineMetrics m = e.metrics();
+  EXPECT_EQ(m.requests_running, 8);
+  EXPECT_EQ(m.preemptions, 5) << "a: 8 -> 3, b: 3, c: 2";
+  for (int k = 0; k < 5; ++k) e.step();
+  EXPECT_EQ(e.metrics().preemptions, 5) << "no slot changes hands while the shares are even";
+  e.run_until_idle();
+}
+
 TEST(Engine, RefusalsAreTyped) {
   auto model = load_model(tiny_dir("minimax_m2"));
   EngineOptions o;

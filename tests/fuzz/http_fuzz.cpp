@@ -1,5 +1,5 @@
 // libFuzzer target over the HTTP request -> response path of `mmx serve`: a real Server (front,
-// httplib, routes, request parsing, chat template, tokenizer, output parser, SSE) on 127.0.0.1
+// routes, request parsing, chat template, tokenizer, output parser, SSE) on 127.0.0.1
 // over a scripted engine, with the embedded model's tokenizer and chat template. Each input is
 // sent on a fresh TCP connection and the answer read to the end. The first byte picks the framing:
 //   0  the rest is sent as is (request line, headers, body: everything is the fuzzer's)
@@ -256,7 +256,7 @@ extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
   o.front.head_timeout_ms = 2000;
   o.front.body_timeout_ms = 2000;
   o.stream_ping_ms = 100;
-  o.n_http_threads = 8;
+  o.front.max_handlers = 8;
   g_world->server = std::make_unique<server::Server>(*g_world->engine, m, o);
   g_world->port = g_world->server->start("127.0.0.1", 0);
   return 0;

@@ -47,7 +47,7 @@ std::string header_of(const std::string& head, const std::string& name) {
 // it — on the routes GET serves (with and without the key), on the front's own refusals (401,
 // 400, 431) and on httplib's (404, 405).
 TEST_F(AgentRequestsTest, HeadIsGetWithoutTheBody) {
-  opts.api_key = "sekrit";
+  opts.api_keys = {"sekrit"};
   start();
   const std::string key = "Authorization: Bearer sekrit\r\n";
   struct Case {

@@ -100,7 +100,7 @@ TEST(ErrorShapeFor, MessagesAndEverythingUnderIt) {
 }
 
 TEST_F(AnthropicErrorsTest, MissingOrWrongKeyIsAuthenticationError) {
-  opts.api_key = "sekrit";
+  opts.api_keys = {"sekrit"};
   start();
   for (const char* path : kAnthropicPaths) {
     const std::string body = messages_body(path).dump();

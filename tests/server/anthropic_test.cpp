@@ -361,7 +361,7 @@ TEST_F(AnthropicTest, CountTokensIsThePromptLength) {
 }
 
 TEST_F(AnthropicTest, XApiKeyOrBearer) {
-  opts.api_key = "k";
+  opts.api_keys = {"k"};
   start();
   expect_anthropic_error(post("/v1/messages", msg_body().dump()), 401, "no key");  // (anthropic_errors_test: all statuses)
   EXPECT_EQ(post("/v1/messages", msg_body().dump(), {{"x-api-key", "k"}})->status, 200);

@@ -27,7 +27,7 @@ std::string file_for(const std::string& url_path) {
 }
 
 TEST_F(ServerTest, ChatPageIsServedWithoutTheKeyAndMatchesItsFiles) {
-  opts.api_key = "sekrit";
+  opts.api_keys = {"sekrit"};
   start();
   httplib::Client c("127.0.0.1", port);
   int n = 0;

@@ -154,7 +154,7 @@ TEST_F(HostileTest, TooManyOrTooLargeHeadersAre431) {
 // Finding 2 (second half): with --api-key, an unauthenticated request is refused from its head
 // alone: the 401 comes back while the declared 7 MB body has not been sent at all.
 TEST_F(HostileTest, AuthIsCheckedBeforeTheBody) {
-  opts.api_key = "sekrit";
+  opts.api_keys = {"sekrit"};
   start();
   const auto t0 = std::chrono::steady_clock::now();
   const std::string reply = raw_exchange(port, post_head(7 << 20), 3000);

@@ -12,11 +12,31 @@
 #include <string>
 
 #include "server_fixture.h"
+#include "server/http_wire.h"
 
 namespace mmx::server {
 
-// Sends `bytes` (stopping early if the server closes), then reads until the server closes or
-// `timeout_ms` passes. Returns what came back ("" for nothing).
+// Where the first HTTP response in `s` ends (Content-Length or chunked framing; none: the end of
+// the head; an answer to HEAD: the head alone), or npos while it is incomplete.
+inline size_t response_end(const std::string& s, bool head_only = false) {
+  size_t head_end = s.find("\r\n\r\n");
+  if (head_end == std::string::npos) return std::string::npos;
+  head_end += 4;
+  const std::string head = s.substr(0, head_end);
+  if (head.find("Transfer-Encoding: chunked") != std::string::npos) {
+    size_t end = 0, decoded = 0;
+    return chunked_extent(s, head_end, &end, &decoded) == 1 ? end : std::string::npos;
+  }
+  if (head_only) return head_end;
+  const size_t at = head.find("Content-Length: ");
+  const size_t n = at == std::string::npos ? 0 : std::stoul(head.substr(at + 16));
+  return s.size() >= head_end + n ? head_end + n : std::string::npos;
+}
+
+// Sends `bytes` (stopping early if the server closes), then reads until the server closes,
+// `timeout_ms` passes, or — a kept-alive connection — 300 ms after the last complete response
+// with nothing more (so a response the server should not have sent is still seen). Returns what
+// came back ("" for nothing).
 inline std::string raw_exchange(int port, const std::string& bytes, int timeout_ms = 5000) {
   const int fd = connect_loopback(port);
   if (fd < 0) return "";
@@ -32,12 +52,22 @@ inline std::string raw_exchange(int port, const std::string& bytes, int timeout_
     off += size_t(n);
   }
   const auto t0 = std::chrono::steady_clock::now();
+  auto quiet_since = t0;
   while (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(timeout_ms)) {
     pollfd p{fd, POLLIN, 0};
-    if (poll(&p, 1, 100) <= 0) continue;
+    if (poll(&p, 1, 50) <= 0) {
+      bool complete = false;  // every response so far is whole
+      for (size_t at = 0, end; at < out.size() && (end = response_end(out.substr(at), bytes.rfind("HEAD ", 0) == 0)) != std::string::npos;) {
+        at += end;
+        complete = at == out.size();
+      }
+      if (complete && std::chrono::steady_clock::now() - quiet_since > std::chrono::milliseconds(300)) break;
+      continue;
+    }
     const ssize_t n = recv(fd, buf, sizeof buf, 0);
     if (n <= 0) break;
     out.append(buf, size_t(n));
+    quiet_since = std::chrono::steady_clock::now();
   }
   close(fd);
   return out;

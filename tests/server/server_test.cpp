@@ -415,7 +415,7 @@ TEST_F(ServerTest, Completions) {
 // ---- authentication, refusals, disconnects ----
 
 TEST_F(ServerTest, ApiKey) {
-  opts.api_key = "sekrit";
+  opts.api_keys = {"sekrit"};
   start();
   expect_error(post("/v1/chat/completions", chat_body().dump()), 401, "no key");
   expect_error(post("/v1/chat/completions", chat_body().dump(), {{"Authorization", "Bearer wrong"}}), 401, "bad key");
@@ -459,7 +459,7 @@ TEST_F(ServerTest, TokenizeDetokenize) {
 
 TEST_F(ServerTest, CorsOrigin) {
   opts.cors_origin = "http://localhost:3000";
-  opts.api_key = "k";
+  opts.api_keys = {"k"};
   start();
   httplib::Client c("127.0.0.1", port);
   auto pre = c.Options("/v1/chat/completions");  // a preflight carries no key
@@ -506,7 +506,7 @@ void stream_and_hang_up(int port, const std::string& body) {
 // passes here, in ~18 s instead of ~60 ms (the kernel's retransmissions rescue a serial client);
 // the lost requests needed the load bench's 64 concurrent clients (bench/serving/README.md).
 TEST_F(ServerTest, ConnectionBurstIsAnswered) {
-  opts.n_http_threads = 2;
+  opts.front.max_handlers = 2;
   start();
   std::vector<int> fds;
   for (int i = 0; i < 200; ++i) {

@@ -1,7 +1,7 @@
 // mmx serve — the OpenAI-compatible HTTP server (src/server) over the continuous-batching
 // Engine (src/engine/engine.h) for one checkpoint.
 //
-//   mmx serve -m DIR [--host 127.0.0.1] [--port 8080] [--api-key K] [--reasoning-format F]
+//   mmx serve -m DIR [--host 127.0.0.1] [--port 8080] [--api-key K ...] [--reasoning-format F]
 //             [--max-batch-tokens N] [--kv-pages N] [--max-queue N] [--max-running N]
 //             [--served-model-name NAME] [--drop-reasoning-over F] [--keep-unknown-tool-calls] [-t THREADS]
 //
@@ -100,8 +100,11 @@ void add_serve(CLI::App& app, Action& action) {
   c->add_option("-m,--model", o->model, "Checkpoint directory (Hugging Face layout)")->required();
   c->add_option("--host", o->host, "Address to listen on")->capture_default_str();
   c->add_option("--port", o->port, "Port (0 = any free port)")->capture_default_str()->check(CLI::Range(0, 65535));
-  c->add_option("--api-key", o->server.api_key,
-                "Require 'Authorization: Bearer KEY' on every request but GET /health, the chat page (GET /) and CORS preflights");
+  c->add_option("--api-key", o->server.api_keys,
+                "Require 'Authorization: Bearer KEY' (or 'x-api-key: KEY') on every request but GET /health, the chat "
+                "page (GET /) and CORS preflights; repeat it for several keys, each then a client of its own for fair "
+                "admission (without it, clients are told apart by address)")
+      ->expected(1)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   c->add_option("--chat-template", o->chat_template,
                 "A Jinja chat template file to use instead of the checkpoint's (special tokens still from -m)");
   c->add_option("--cors-origin", o->server.cors_origin,
@@ -155,8 +158,24 @@ void add_serve(CLI::App& app, Action& action) {
                 "max_tokens of requests that give none (0 = up to the context)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  c->add_option("--http-threads", o->server.n_http_threads, "Concurrent HTTP connections")
-      ->capture_default_str()->check(CLI::Range(2, 1024));
+  c->add_option("--max-handlers,--http-threads", o->server.front.max_handlers,
+                "Requests answered at once (a thread each, made as needed; a stream holds one to its end); more wait")
+      ->capture_default_str()->check(CLI::Range(2, 65536));
+  c->add_option("--keep-alive-ms", o->server.front.keep_alive_ms, "An idle kept-alive connection is closed after this")
+      ->capture_default_str()->check(CLI::Range(0, 3600000));
+  c->add_option("--max-requests-per-connection", o->server.front.max_requests_per_connection,
+                "Requests one kept-alive connection may carry; the last is answered with 'Connection: close'")
+      ->capture_default_str()->check(CLI::Range(1, 1 << 30));
+  c->add_option("--write-timeout-ms", o->server.front.write_timeout_ms,
+                "A client that takes no byte of its pending answer for this long is cut (its generation cancelled)")
+      ->capture_default_str()->check(CLI::Range(100, 3600000));
+  c->add_option("--send-buffer-bytes", o->server.front.send_buffer_bytes,
+                "SO_SNDBUF of client sockets (0 = the kernel's, autotuned): what a client that stops reading can "
+                "hold in the kernel before --write-timeout-ms applies")
+      ->capture_default_str()->check(CLI::Range(0, 1 << 30));
+  c->add_option("--max-out-bytes", o->server.front.max_out_bytes,
+                "Answer bytes held per connection for a slow client; its stream waits past this")
+      ->capture_default_str()->check(CLI::Range(size_t(4096), size_t(1) << 30));
   c->add_option("--max-body-bytes", o->server.max_body_bytes,
                 "Request bodies larger than this, decoded (chunked or gzip included), get 413")
       ->capture_default_str()->check(CLI::Range(size_t(1024), size_t(1) << 32));

@@ -139,4 +139,25 @@ await check("still healthy after the errors", async () => {
   assert.equal(r.choices.length, 1);
 });
 
+// Keep-alive (hostile-clients issue, round 2): the client's connection pool reuses connections.
+// The server counts them; before, every request cost a connection (keep-alive was off).
+await check("keep-alive: requests reuse connections", async () => {
+  const metric = async (name) => {
+    const text = await (await fetch(process.env.MMX_BASE_URL.replace(/\/v1$/, "") + "/metrics",
+      { headers: { Authorization: `Bearer ${process.env.MMX_API_KEY}` } })).text();
+    const m = text.match(new RegExp(`^${name} (\\S+)$`, "m"));
+    assert.ok(m, `${name} in /metrics`);
+    return Number(m[1]);
+  };
+  const conns0 = await metric("mmx_http_connections_total");
+  const reqs0 = await metric("mmx_http_requests_total");
+  for (let i = 0; i < 10; ++i)
+    await client.chat.completions.create({ model: MODEL, messages, max_tokens: 2 });
+  const conns = (await metric("mmx_http_connections_total")) - conns0;
+  const reqs = (await metric("mmx_http_requests_total")) - reqs0;
+  console.log(`    10 sequential requests (+ /metrics reads): ${reqs} requests on ${conns} new connections`);
+  assert.ok(reqs >= 11, `requests counted: ${reqs}`);
+  assert.ok(conns <= 2, `connections reused: ${conns} new for ${reqs} requests`);
+});
+
 finish();

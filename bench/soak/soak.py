@@ -39,6 +39,7 @@ import sys
 import threading
 import time
 
+KEEP_ALIVE_EXPIRY_S = 5.0  # httpx's default keepalive_expiry
 PROMPTS = ["Write a Python function that reverses a list.", "def parse(path):", "Explain what a context manager is.",
            "import os\n\ndef walk(root):", "What does functools.lru_cache do?", "class Stack:"]
 
@@ -165,10 +166,17 @@ class Soak:
 
     def kept(self):
         """This worker's kept-alive connection (normal and streamed requests reuse it, as SDK clients
-        do); a new one after an error or a server close."""
+        do); a new one after an error, a server close, or KEEP_ALIVE_EXPIRY_S idle — as httpx (the
+        openai SDK's transport) expires idle pooled connections after 5 s, well inside the server's
+        15 s (reusing one the server is closing at that moment fails: the race every HTTP/1.1
+        keep-alive client avoids by expiring first)."""
         c = getattr(self.local, "conn", None)
+        if c is not None and time.monotonic() - getattr(self.local, "used", 0) > KEEP_ALIVE_EXPIRY_S:
+            c.close()
+            c = None
         if c is None:
             c = self.local.conn = self.conn()
+        self.local.used = time.monotonic()
         return c
 
     def drop_kept(self):

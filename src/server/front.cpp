@@ -481,12 +481,12 @@ void Front::serve(const ConnPtr& c, HttpRequest req, bool keep) {
   }
   const bool head_only = req.method == "HEAD";
   if (!res.stream) {
-    const std::string h = response_head(res, keep, false, res.body.size());
+    const std::string h = response_head(res, keep, false, res.body.size(), opts_.keep_alive_ms / 1000);
     const bool ok = push(c, h.data(), h.size()) && (head_only || push(c, res.body.data(), res.body.size()));
     return finish(c, keep && ok);
   }
   Sink sink(*this, c);
-  const std::string h = response_head(res, keep, true, 0);
+  const std::string h = response_head(res, keep, true, 0, opts_.keep_alive_ms / 1000);
   bool ok = push(c, h.data(), h.size());
   while (ok && !sink.ended()) ok = res.stream(sink) && !sink.failed();
   if (res.on_end) res.on_end(ok && sink.ended());

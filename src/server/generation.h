@@ -1,9 +1,9 @@
 // Generation: one HTTP request's n choices in the engine (data-flow steps 3 and 9-10).
 //
 //   submit n GenRequests (choice i gets seed + i) -> engine events (engine thread, pushed into
-//   one queue) -> next() on the HTTP thread: per choice, ids -> OutputStream -> Update
+//   one queue) -> next() on the handler thread: per choice, ids -> OutputStream -> Update
 //
-// The engine thread only pushes into the queue; everything else runs on the HTTP thread that
+// The engine thread only pushes into the queue; everything else runs on the handler thread (front.h) that
 // owns the request. Destroying a Generation cancels every choice still running (client gone,
 // error, or a stop string), so the engine never works for nobody.
 #pragma once

@@ -238,11 +238,13 @@ const char* reason_phrase(int status) {
   }
 }
 
-std::string response_head(const HttpResponse& res, bool keep_alive, bool chunked, size_t content_length) {
+std::string response_head(const HttpResponse& res, bool keep_alive, bool chunked, size_t content_length,
+                          int keep_alive_s) {
   std::string h = fmt::format("HTTP/1.1 {} {}\r\n", res.status, reason_phrase(res.status));
   if (!res.content_type.empty()) h += "Content-Type: " + res.content_type + "\r\n";
   for (const auto& [k, v] : res.headers) h += k + ": " + v + "\r\n";
   h += keep_alive ? "Connection: keep-alive\r\n" : "Connection: close\r\n";
+  if (keep_alive && keep_alive_s > 0) h += fmt::format("Keep-Alive: timeout={}\r\n", keep_alive_s);
   if (chunked) h += "Transfer-Encoding: chunked\r\n";
   else if (res.status != 204 && res.status >= 200) h += fmt::format("Content-Length: {}\r\n", content_length);
   h += "\r\n";

@@ -46,9 +46,12 @@ std::string decode_content(std::string body, const std::string& encoding, size_t
 // The reason phrase of a status ("OK", "Not Found", ...; "" for one we never send).
 const char* reason_phrase(int status);
 
-// "HTTP/1.1 STATUS REASON" and the header fields of `res`, Content-Type, Connection and either
-// Content-Length: content_length or (chunked) Transfer-Encoding: chunked; ends with the blank line.
-std::string response_head(const HttpResponse& res, bool keep_alive, bool chunked, size_t content_length);
+// "HTTP/1.1 STATUS REASON" and the header fields of `res`, Content-Type, Connection (with
+// keep-alive, "Keep-Alive: timeout=S" when keep_alive_s > 0: clients that read it, as undici does,
+// stop reusing an idle connection before the server closes it) and either Content-Length:
+// content_length or (chunked) Transfer-Encoding: chunked; ends with the blank line.
+std::string response_head(const HttpResponse& res, bool keep_alive, bool chunked, size_t content_length,
+                          int keep_alive_s = 0);
 
 // One chunk of a chunked response: size in hex, the data, CRLF.
 std::string chunk(const char* data, size_t n);

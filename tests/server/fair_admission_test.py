@@ -23,11 +23,11 @@ import os
 import re
 import socket
 import statistics
-import subprocess
 import sys
-import tempfile
 import threading
 import time
+
+from mmx_serve import Serve
 
 failures = []
 
@@ -183,39 +183,21 @@ def main():
     ap.add_argument("--mmx", required=True)
     ap.add_argument("--model", required=True)
     args = ap.parse_args()
-    log = tempfile.NamedTemporaryFile(prefix="fair_admission_", suffix=".log", delete=False)
-    srv = subprocess.Popen([args.mmx, "serve", "-m", args.model, "--host", "127.0.0.1", "--port", "0", "-t", "1",
-                            "--max-running", "64", "--max-queue", "512", "--write-timeout-ms", "2000",
-                            "--send-buffer-bytes", "16384", "--max-out-bytes", "16384", "--kv-pages", "4096"],
-                           stdout=subprocess.DEVNULL, stderr=log)
+    srv = Serve(args.mmx, args.model, "--max-running", "64", "--max-queue", "512", "--write-timeout-ms", "2000",
+                "--send-buffer-bytes", "16384", "--max-out-bytes", "16384", "--kv-pages", "4096", name="fair_admission")
+    if srv.port is None:
+        print("FAIL: the server did not start")
+        return 1
+    port = srv.port
     try:
-        port = None
-        for _ in range(600):
-            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", open(log.name).read())
-            if m:
-                port = int(m.group(1))
-                break
-            if srv.poll() is not None:
-                break
-            time.sleep(0.1)
-        if port is None:
-            print(open(log.name).read())
-            print("FAIL: the server did not start")
-            return 1
         fairness(port)
         slow_readers(port)
         ports = listening_ports(srv.pid)
         check(ports == {port}, f"the server listens on its public port only: {sorted(ports)}")
-        check(srv.poll() is None, "the server is still running")
+        check(srv.alive(), "the server is still running")
     finally:
-        srv.terminate()
-        try:
-            rc = srv.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            srv.kill()
-            rc = -9
+        rc = srv.stop()
         check(rc == 0, f"exit 0 on SIGTERM (got {rc})")
-        os.unlink(log.name)
     print("PASS" if not failures else f"FAILED: {len(failures)}")
     return 1 if failures else 0
 

@@ -12,14 +12,11 @@ would (one connection each).
 """
 import argparse
 import json
-import os
-import re
-import subprocess
 import sys
-import tempfile
-import time
 import urllib.error
 import urllib.request
+
+from mmx_serve import Serve
 
 failures = []
 
@@ -51,21 +48,10 @@ def main():
     ap.add_argument("--model", required=True)
     ap.add_argument("--reps", type=int, default=20)
     args = ap.parse_args()
-    log = tempfile.NamedTemporaryFile(prefix="route_memory_", suffix=".log", delete=False)
-    srv = subprocess.Popen([args.mmx, "serve", "-m", args.model, "--host", "127.0.0.1", "--port", "0", "-t", "1"],
-                           stdout=subprocess.DEVNULL, stderr=log)
+    srv = Serve(args.mmx, args.model, name="route_memory")
+    port = srv.port
     try:
-        port = None
-        for _ in range(300):
-            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", open(log.name).read())
-            if m:
-                port = int(m.group(1))
-                break
-            if srv.poll() is not None:
-                break
-            time.sleep(0.1)
         if not port:
-            print(open(log.name).read())
             check(False, "mmx serve starts")
             return
         cjk = "".join(chr(0x4E00 + (i * 7919) % 20000) for i in range(1_200_000))
@@ -96,11 +82,9 @@ def main():
             grew = after[args.reps] - after[2]
             check(grew <= 64, f"{name}: RSS after {args.reps} {after[args.reps]:.0f} MiB, after 2 {after[2]:.0f} MiB "
                               f"(+{grew:.0f} MiB; bound 64)")
-        check(srv.poll() is None, "the server is alive")
+        check(srv.alive(), "the server is alive")
     finally:
-        srv.terminate()
-        srv.wait(timeout=30)
-        os.unlink(log.name)
+        srv.stop()
     print(f"{len(failures)} check(s) FAILED" if failures else "all checks passed")
     sys.exit(1 if failures else 0)
 

@@ -148,17 +148,62 @@ void Engine::intake() {
   cancelled_.clear();
 }
 
-// The fused forward (ModelRunner), then each sequence commits its new full pages and, when its
-// pending tokens are all in, samples.
+void Engine::draft() {
+  if (opts_.spec_k <= 0 || !opts_.drafter) return;
+  for (const auto& q : sched_->running()) {
+    Sequence& s = *q;
+    if (!s.mem.kv || s.pending() != 1 || s.n_draft > 0) continue;
+    // Never past max_tokens (the last verified row gives one more) nor the context.
+    const int64_t k = std::min({opts_.spec_k, s.in.max_tokens - s.n_generated - 1,
+                                context_limit() - int64_t(s.tokens.size())});
+    if (k <= 0) continue;
+    const std::vector<int32_t> d = opts_.drafter->draft(s.tokens, k);
+    s.tokens.insert(s.tokens.end(), d.begin(), d.end());
+    s.n_draft = int64_t(d.size());
+  }
+}
+
+void Engine::trim_drafts(const ScheduledBatch& batch) {
+  for (const ScheduledChunk& c : batch.chunks) {
+    Sequence& s = *c.seq;
+    if (s.n_draft > 0) s.drop_drafts(int64_t(s.tokens.size()) - (s.mem.n_past() + c.n));
+  }
+}
+
+// The fused forward (ModelRunner), then each sequence whose pending tokens are all in samples (or
+// verifies its drafts), and commits its new full pages.
 void Engine::run(const ScheduledBatch& batch) {
   if (batch.empty()) return;
   const Buffer& logits = runner_.run(batch);
   const int64_t V = model_.config().vocab_size;
   for (size_t i = 0; i < batch.chunks.size(); ++i) {
     Sequence& s = *batch.chunks[i].seq;
-    mem_->commit(s.mem, s.tokens);
-    if (s.pending() == 0) sample(s, logits.f32() + int64_t(i) * V);
+    const float* rows = logits.f32() + runner_.first_row(i) * V;
+    if (s.pending() == 0 && s.n_draft > 0) verify(s, rows);
+    else if (s.pending() == 0) {
+      mem_->commit(s.mem, s.tokens);
+      sample(s, rows);
+      continue;
+    }
+    if (s.mem.kv) mem_->commit(s.mem, s.tokens);
   }
+}
+
+void Engine::verify(Sequence& s, const float* rows) {
+  const int64_t V = model_.config().vocab_size, K = s.n_draft;
+  const int64_t base = int64_t(s.tokens.size()) - K;  // the drafts' first index
+  const std::vector<int32_t> draft(s.tokens.begin() + base, s.tokens.end());
+  s.tokens.resize(size_t(base));
+  s.n_draft = 0;
+  for (int64_t j = 0; j <= K; ++j)
+    if (!sample(s, rows + j * V) || j == K || s.tokens.back() != draft[size_t(j)]) break;
+  const int64_t emitted = int64_t(s.tokens.size()) - base;
+  int64_t accepted = 0;
+  while (accepted < std::min(emitted, K) && s.tokens[size_t(base + accepted)] == draft[size_t(accepted)]) ++accepted;
+  spec_.count(K, accepted);
+  // The cache holds base + K positions; valid are those before the last emitted token.
+  const int64_t keep = int64_t(s.tokens.size()) - 1;
+  if (s.mem.kv && s.mem.n_past() > keep) mem_->rollback(s.mem, keep);
 }
 
 void Engine::emit(Sequence& r, const GenEvent& e) {
@@ -166,8 +211,7 @@ void Engine::emit(Sequence& r, const GenEvent& e) {
   if (!cancelled_.count(r.id)) r.emit(e);
 }
 
-// Samples the next token from the last logits row, emits it, and finishes the request if done.
-void Engine::sample(Sequence& r, const float* lg) {
+bool Engine::sample(Sequence& r, const float* lg) {
   const int64_t V = model_.config().vocab_size;
   const int64_t n_sample = opts_.n_valid_vocab > 0 ? std::min(opts_.n_valid_vocab, V) : V;
   int32_t tok;
@@ -175,34 +219,23 @@ void Engine::sample(Sequence& r, const float* lg) {
     tok = r.sampler->sample(lg, n_sample);
   } catch (const Error& err) {  // a constraint that cannot go on (its grammar grew past its limits)
     finish(r, "error", err.what());
-    return;
+    return false;
   }
   GenEvent e;
   e.token = tok;
   e.logprob = std::numeric_limits<float>::quiet_NaN();
-  // logprobs: log-softmax of the raw logits over the valid vocabulary, when asked for
-  // (submit() refuses top_logprobs without logprobs)
+  // logprobs over the valid vocabulary, when asked for (submit() refuses top_logprobs without them)
   if (r.in.logprobs) {
-    double mx = lg[0];
-    for (int64_t i = 1; i < n_sample; ++i) mx = std::max(mx, double(lg[i]));
-    double z = 0;
-    for (int64_t i = 0; i < n_sample; ++i) z += std::exp(double(lg[i]) - mx);
-    const double lz = mx + std::log(z);
-    e.logprob = float(lg[tok] - lz);
-    if (r.in.top_logprobs > 0) {
-      std::vector<int32_t> ids(static_cast<size_t>(n_sample));
-      for (int64_t i = 0; i < n_sample; ++i) ids[size_t(i)] = int32_t(i);
-      const int64_t k = std::min<int64_t>(r.in.top_logprobs, n_sample);
-      std::partial_sort(ids.begin(), ids.begin() + k, ids.end(),
-                        [&](int32_t a, int32_t b) { return lg[a] > lg[b] || (lg[a] == lg[b] && a < b); });
-      for (int64_t i = 0; i < k; ++i) e.top.push_back({ids[size_t(i)], float(lg[ids[size_t(i)]] - lz)});
-    }
+    RawLogprobs lp = raw_logprobs(lg, n_sample, tok, r.in.top_logprobs);
+    e.logprob = lp.token;
+    for (const auto& [id, l] : lp.top) e.top.push_back({id, l});
   }
   r.tokens.push_back(tok);
   ++r.n_generated;
   emit(r, e);
   if (r.sampler->stops(tok)) finish(r, "stop");
   else if (r.n_generated >= r.in.max_tokens) finish(r, "length");
+  return r.mem.kv != nullptr;
 }
 
 void Engine::finish(Sequence& r, const char* reason, const std::string& error) {
@@ -235,12 +268,18 @@ void Engine::publish_metrics(const ScheduledBatch& batch) {
   stats_.last_batch_seqs = int64_t(batch.chunks.size());
   stats_.last_batch_tokens = batch.n_tokens();
   if (!batch.empty()) ++stats_.steps;
+  stats_.spec_drafts = spec_.drafts;
+  stats_.spec_draft_tokens = spec_.draft_tokens;
+  stats_.spec_accepted = spec_.accepted;
+  stats_.spec_accepted_per_pos = spec_.accepted_per_pos;
 }
 
 bool Engine::step() {
   std::lock_guard<std::mutex> step_lock(step_mu_);
   intake();
+  draft();
   const ScheduledBatch batch = sched_->schedule(budget_.prefill_tokens(sched_->n_decoding(), sched_->n_starting()));
+  trim_drafts(batch);
   if (batch.empty()) {  // nothing to run — or every sequence was just preempted: then retry
     publish_metrics({});
     return !sched_->waiting().empty();

@@ -10,8 +10,11 @@
 //             memory is freed there — or at once inside cancel() when no step is running);
 //   schedule: Scheduler::schedule() admits and plans the step (pages reserved), prefill chunks
 //             within what StepBudget allows so running decodes keep their pace;
-//   run:      ModelRunner::run(); each sequence commits its new full pages and, when its pending
-//             tokens are all in, samples;
+//   draft:    (with a Drafter) each decoding sequence appends up to spec_k drafted tokens
+//             (engine/speculator.h), verified in the same step;
+//   run:      ModelRunner::run(); each sequence, when its pending tokens are all in, samples — or
+//             verifies its drafts row by row through its Sampler and rolls the rejected tail back —
+//             then commits its new full pages;
 //   emit:     kToken events (logprobs: log-softmax of the raw logits); kDone on a stop id,
 //             max_tokens or the context limit.
 // HTTP threads only touch the inbox and the cancel set (under mu_); everything else belongs to
@@ -29,6 +32,7 @@
 #include "engine/engine_api.h"
 #include "engine/model_runner.h"
 #include "engine/scheduler.h"
+#include "engine/speculator.h"
 #include "engine/step_budget.h"
 #include "memory/paged_memory.h"
 #include "model/model.h"
@@ -60,6 +64,10 @@ struct EngineOptions {
   bool start_thread = true;        // false: the caller drives step() (deterministic tests)
   bool check_integrity = false;    // run memory.check_integrity() after every step (tests)
   bool log_steps = false;          // one stderr line per step: decodes, prefill tokens, seconds (tuning)
+  // Speculative decoding (engine/speculator.h): up to spec_k drafted tokens per decoding sequence
+  // and step, from `drafter` (none: off). Output is the same as without (greedy: token for token).
+  int64_t spec_k = 0;
+  std::shared_ptr<Drafter> drafter;
 };
 
 class Engine final : public EngineApi {
@@ -86,8 +94,14 @@ class Engine final : public EngineApi {
  private:
   void loop();
   void intake();
+  void draft();  // drafts for the decoding sequences (with a drafter)
+  void trim_drafts(const ScheduledBatch& batch);  // drafts a chunk does not cover are dropped
   void run(const ScheduledBatch& batch);
-  void sample(Sequence& s, const float* logits);
+  // Samples the next token from a logits row, emits it, finishes the request if done; false when
+  // it finished (or failed).
+  bool sample(Sequence& s, const float* logits);
+  // A drafted chunk's rows [1 + n_draft, vocab]: sampled in order while they agree with the drafts.
+  void verify(Sequence& s, const float* rows);
   void emit(Sequence& s, const GenEvent& e);
   // Done with `reason`; with an `error`, a kError (kInvalid) event instead of kDone.
   void finish(Sequence& s, const char* reason, const std::string& error = "");
@@ -110,6 +124,7 @@ class Engine final : public EngineApi {
   std::unique_ptr<Scheduler> sched_;
   ModelRunner runner_;
   StepBudget budget_;
+  SpecStats spec_;
   std::thread thread_;
 };
 

@@ -67,6 +67,10 @@ struct EngineMetrics {
   int64_t preemptions = 0;  // sequences sent back to the queue for recompute (pages ran out)
   int64_t weight_updates = 0;  // update_weights() calls that took effect
   int64_t steps = 0;           // steps that ran a batch
+  // Speculative decoding (engine/speculator.h, vLLM's spec_decode_num_* counters): steps that
+  // verified drafts, drafted tokens, accepted ones, accepted ones by draft position.
+  int64_t spec_drafts = 0, spec_draft_tokens = 0, spec_accepted = 0;
+  std::vector<int64_t> spec_accepted_per_pos;
 };
 
 class EngineApi {

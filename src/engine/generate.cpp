@@ -48,6 +48,8 @@ std::vector<int32_t> generate(Model& model, const GenRequest& r, const std::func
   eo.max_batch_tokens = o.max_batch_tokens > 0 ? o.max_batch_tokens : int64_t(r.prompt.size());
   const int64_t page = c.kv_page();
   eo.kv_pages = (capacity + page - 1) / page + 1;  // this request's pages, and the page past its end
+  eo.spec_k = o.spec_k;  // drafts never pass max_tokens: the same pages
+  eo.drafter = o.drafter;
   eo.max_state_snapshots = 0;  // no prefix cache to fill
   eo.kv_dtype = o.kv_dtype;
   eo.ik_dtype = o.ik_dtype;
@@ -71,6 +73,10 @@ std::vector<int32_t> generate(Model& model, const GenRequest& r, const std::func
   if (stop) engine.cancel(id);
   if (!error.empty()) fail("{}", error);
   if (stats) {
+    const EngineMetrics m = engine.metrics();
+    stats->spec_drafts = m.spec_drafts;
+    stats->spec_draft_tokens = m.spec_draft_tokens;
+    stats->spec_accepted = m.spec_accepted;
     stats->n_generated = int64_t(out.size());
     stats->prefill_s = t_first - t0;
     stats->decode_s = now_s() - t_first;

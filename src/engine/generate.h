@@ -4,10 +4,12 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <vector>
 
 #include "engine/engine_api.h"
+#include "engine/speculator.h"
 #include "model/model.h"
 
 namespace mmx {
@@ -15,6 +17,7 @@ namespace mmx {
 struct GenerateStats {
   int64_t n_prompt = 0, n_generated = 0;
   double prefill_s = 0, decode_s = 0;  // until the first token; from it to the last
+  int64_t spec_drafts = 0, spec_draft_tokens = 0, spec_accepted = 0;  // speculative decoding (EngineMetrics)
 };
 
 struct GenerateOptions {
@@ -22,6 +25,8 @@ struct GenerateOptions {
   DType kv_dtype = DType::kBF16;  // K/V page storage (docs/numerics.md "BF16 KV pages"); kF32 = exact K/V
   std::optional<DType> ik_dtype;  // MSA index-key pages (none: kv_dtype; kF8E4M3: the release's form)
   int64_t max_batch_tokens = 0;  // prefill chunk (0 = the whole prompt in one step)
+  int64_t spec_k = 0;             // speculative decoding: drafted tokens per step (engine/speculator.h)
+  std::shared_ptr<Drafter> drafter;
 };
 
 // Generates up to r.max_tokens tokens after r.prompt with r.sampling; stops after a token of

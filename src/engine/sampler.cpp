@@ -48,6 +48,25 @@ int32_t draw_all(const float* w, int64_t n, float w_min, double u, std::vector<d
 
 int32_t argmax(const float* x, int64_t n) { return ops::row_find(x, n, ops::row_max(x, n)); }
 
+RawLogprobs raw_logprobs(const float* lg, int64_t n, int32_t tok, int top) {
+  double mx = lg[0];
+  for (int64_t i = 1; i < n; ++i) mx = std::max(mx, double(lg[i]));
+  double z = 0;
+  for (int64_t i = 0; i < n; ++i) z += std::exp(double(lg[i]) - mx);
+  const double lz = mx + std::log(z);
+  RawLogprobs r;
+  r.token = float(lg[tok] - lz);
+  if (top > 0) {
+    std::vector<int32_t> ids(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) ids[size_t(i)] = int32_t(i);
+    const int64_t k = std::min<int64_t>(top, n);
+    std::partial_sort(ids.begin(), ids.begin() + k, ids.end(),
+                      [&](int32_t a, int32_t b) { return lg[a] > lg[b] || (lg[a] == lg[b] && a < b); });
+    for (int64_t i = 0; i < k; ++i) r.top.emplace_back(ids[size_t(i)], float(lg[ids[size_t(i)]] - lz));
+  }
+  return r;
+}
+
 void validate_sampling(const SamplingParams& p) {
   if (!(p.temperature >= 0) || !std::isfinite(p.temperature)) fail("temperature must be >= 0, got {}", p.temperature);
   if (p.top_k < 0) fail("top_k must be >= 0 (0 disables it), got {}", p.top_k);

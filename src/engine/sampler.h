@@ -20,7 +20,8 @@
 // A TokenConstraint (structured output), when set, masks after step 4: ids it refuses get -inf
 // before the temperature, and it is told every drawn id.
 //
-// Logprobs are not the sampler's: the engine reports the log-softmax of the raw logits.
+// Logprobs (raw_logprobs below) are the log-softmax of the raw logits: the distribution before
+// penalties, temperature and filters, as OpenAI and vLLM report them by default.
 #pragma once
 
 #include <cstdint>
@@ -97,6 +98,14 @@ class Sampler {
 };
 
 int32_t argmax(const float* logits, int64_t n);  // ties -> lowest id
+
+// The log-softmax of the raw logits over [0, n) at `tok`, and the `top` most likely ids with
+// theirs (descending; ties -> lower id). The engine reports these with every emitted token.
+struct RawLogprobs {
+  float token = 0;
+  std::vector<std::pair<int32_t, float>> top;
+};
+RawLogprobs raw_logprobs(const float* logits, int64_t n, int32_t tok, int top);
 
 // Weights below this are never drawn (e^-85: the vector exp's floor is e^-87.3, and a masked
 // -inf logit must stay impossible).

@@ -39,6 +39,7 @@ void Scheduler::requeue_running() {
   retire_finished();
   for (auto it = running_.rbegin(); it != running_.rend(); ++it) {
     mem_.release((*it)->mem);
+    (*it)->drop_drafts((*it)->n_draft);
     waiting_.push_front(std::move(*it));
   }
   running_.clear();
@@ -49,7 +50,7 @@ void Scheduler::requeue_running() {
 // (n > 1 choices of one prompt, a burst of agent requests with one long system prompt).
 bool Scheduler::shares_inflight_prefill(const Sequence& s, int64_t hit) const {
   for (const auto& q : running_) {
-    if (q->pending() <= 1) continue;  // decoding: everything it shares is committed
+    if (q->pending() <= 1 + q->n_draft) continue;  // decoding: everything it shares is committed
     const auto end = s.tokens.begin() + int64_t(std::min(s.tokens.size(), q->tokens.size()));
     const int64_t common = std::mismatch(s.tokens.begin(), end, q->tokens.begin()).first - s.tokens.begin();
     if (mem_.usable_prefix(common, int64_t(s.tokens.size())) > hit) return true;
@@ -122,6 +123,7 @@ void Scheduler::admit() {
 
 void Scheduler::preempt(Sequence& victim, ScheduledBatch& batch) {
   mem_.release(victim.mem);
+  victim.drop_drafts(victim.n_draft);  // recomputed from its verified tokens
   std::erase_if(batch.chunks, [&](const ScheduledChunk& c) { return c.seq == &victim; });
   auto it = std::find_if(running_.begin(), running_.end(), [&](auto& p) { return p.get() == &victim; });
   waiting_.push_front(std::move(*it));
@@ -146,12 +148,12 @@ bool Scheduler::make_room(Sequence& s, int64_t& n, ScheduledBatch& batch) {
 }
 
 int64_t Scheduler::n_decoding() const {
-  return std::count_if(running_.begin(), running_.end(), [](const auto& s) { return s->mem.kv && s->pending() == 1; });
+  return std::count_if(running_.begin(), running_.end(), [](const auto& s) { return s->decoding(); });
 }
 
 int64_t Scheduler::n_starting() const {
   const int64_t prefilling =
-      std::count_if(running_.begin(), running_.end(), [](const auto& s) { return s->mem.kv && s->pending() > 1; });
+      std::count_if(running_.begin(), running_.end(), [](const auto& s) { return s->mem.kv && !s->decoding(); });
   const int64_t free_slots = std::max<int64_t>(0, o_.max_running - int64_t(running_.size()));
   return prefilling + std::min<int64_t>(free_slots, int64_t(waiting_.size()));
 }
@@ -169,7 +171,7 @@ ScheduledBatch Scheduler::schedule(int64_t prefill_budget) {
       int64_t left = o_.max_batch_tokens - batch.n_tokens();
       if (!decodes) left = std::min(left, prefill_budget - prefill_used);
       if (left <= 0) break;
-      if ((s->pending() == 1) != decodes || !s->mem.kv) continue;  // (preempted in this loop)
+      if (!s->mem.kv || s->decoding() != decodes) continue;  // (preempted in this loop)
       int64_t n = s->mem.kv->max_chunk(std::min(left, s->pending()));  // the hybrid rule: memory's
       if (make_room(*s, n, batch)) {
         batch.chunks.push_back({s, n});

@@ -2,6 +2,7 @@
 // its sampler (RNG and penalty state travel with it, so a preempted sequence resumes exactly).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -22,8 +23,17 @@ struct Sequence {
   int64_t n_cached = -1;        // prompt tokens served from the prefix cache (first admission)
   SeqMemory mem;                // pages + lightning states while admitted (mem.kv null otherwise)
   std::unique_ptr<Sampler> sampler;
-  // Tokens not yet in the cache: 1 for a decode, more while (re)prefilling.
+  // Drafted tokens at the end of `tokens`, not yet verified (engine/speculator.h); 0 when none.
+  int64_t n_draft = 0;
+  // Tokens not yet in the cache: 1 for a decode (1 + n_draft with drafts), more while (re)prefilling.
   int64_t pending() const { return int64_t(tokens.size()) - mem.n_past(); }
+  bool decoding() const { return mem.kv && pending() == 1 + n_draft; }
+  // Forgets unverified drafts (preempted, or not scheduled in full).
+  void drop_drafts(int64_t n) {
+    n = std::min(n, n_draft);
+    tokens.resize(tokens.size() - size_t(n));
+    n_draft -= n;
+  }
 };
 
 }  // namespace mmx

@@ -30,10 +30,20 @@ struct ForwardBatch {
 struct SeqChunk {
   int64_t begin = 0, n = 0;
   KvCache* kv = nullptr;
-  // false: nobody reads this chunk's logits row (a prompt chunk that does not reach the end of
-  // the prompt); the lm_head skips it and the row is filled with NaN.
-  bool logits = true;
+  // How many of the chunk's LAST rows get logits (and hidden rows), in order: 1 (a next token is
+  // sampled), up to n (speculative verification: a drafted chunk of K tokens after the last
+  // accepted one gives K + 1 rows), or 0 (a prompt chunk that does not reach the end of the
+  // prompt: the lm_head skips it and its one row is filled with NaN).
+  int64_t n_logits = 1;
 };
+
+// Rows a chunk takes in forward_multi's logits: its n_logits, or the one NaN row when 0.
+inline int64_t logit_rows(const SeqChunk& c) { return c.n_logits > 0 ? c.n_logits : 1; }
+inline int64_t logit_rows(std::span<const SeqChunk> chunks) {
+  int64_t n = 0;
+  for (const SeqChunk& c : chunks) n += logit_rows(c);
+  return n;
+}
 
 // What the layers see of a forward (fused or single-sequence): row-wise work (projections, norms,
 // RoPE, FFN) runs over all rows at once; attention loops over `seqs`, each against its own cache.

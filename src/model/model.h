@@ -34,13 +34,17 @@ class Model {
   // sequence's share, rows [begin, begin + n) of the concatenated tokens, at positions
   // kv->n_past() .. + n - 1, appended to *kv.
   // Runs every chunk in one pass over the weights (row-wise ops over all rows; attention per
-  // sequence over its own cache). tokens: [sum n] I32; logits: [chunks.size(), vocab] F32 = the
-  // LAST row of each chunk (NaN, and not computed, for a chunk whose `logits` is false).
+  // sequence over its own cache). tokens: [sum n] I32; logits: [logit_rows(chunks), vocab] F32:
+  // chunk i's rows follow those of chunks 0..i-1 — its last n_logits rows, in order (one row of
+  // NaN, not computed, when n_logits is 0). hidden (optional): the same rows of the final-normed
+  // hidden state, [logit_rows(chunks), d_model] F32 — what the lm_head projects, and what an MTP
+  // module drafts from.
   // Advances each kv's n_past. Throws mmx::Error like forward() (nothing modified then) — every
   // chunk is validated before any cache is touched. The chunks must tile
-  // [0, tokens.dim(0)) in order, each with n >= 1 and its own cache.
+  // [0, tokens.dim(0)) in order, each with n >= 1, 0 <= n_logits <= n and its own cache.
   // A chunk that crosses a lightning-state checkpoint is run in rounds (families/rowwise_model.h).
-  virtual void forward_multi(const Tensor& tokens, std::span<const SeqChunk> chunks, Tensor& logits) = 0;
+  virtual void forward_multi(const Tensor& tokens, std::span<const SeqChunk> chunks, Tensor& logits,
+                             Tensor* hidden = nullptr) = 0;
 
   // Replaces the values of the named checkpoint tensors (the rest keep theirs), as if the
   // checkpoint had held them: each is encoded in the dtype the model stores it in (F32 copied,
@@ -116,10 +120,11 @@ void check_forward_args(const ModelConfig& c, const ForwardBatch& batch, const K
                         const Tensor& logits);
 
 // The same checks for Model::forward_multi: valid ids, chunks tiling the tokens in order with
-// n >= 1, non-null and pairwise distinct caches, each fitting its capacity, and `logits` is
-// [chunks.size(), vocab]. Throws.
+// n >= 1 and 0 <= n_logits <= n, non-null and pairwise distinct caches, each fitting its capacity,
+// and `logits` is [logit_rows(chunks), vocab] (`hidden`, when given, [logit_rows(chunks), d_model]).
+// Throws.
 void check_forward_multi_args(const ModelConfig& c, const Tensor& tokens, std::span<const SeqChunk> chunks,
-                              const Tensor& logits);
+                              const Tensor& logits, const Tensor* hidden = nullptr);
 
 // positions[c.begin + i] = c.kv->n_past() + i for every chunk c. positions: [tokens] I32.
 void fill_chunk_positions(std::span<const SeqChunk> chunks, Tensor& positions);

@@ -99,6 +99,16 @@ std::string ServerMetrics::render(const EngineMetrics& e, const FrontStats& http
   line(out, "mmx_last_batch_tokens", double(e.last_batch_tokens));
   head(out, "mmx_last_batch_seqs", "gauge", "Sequences in the last engine step.");
   line(out, "mmx_last_batch_seqs", double(e.last_batch_seqs));
+  head(out, "mmx_spec_decode_num_drafts_total", "counter", "Sequence steps that verified drafted tokens (vLLM's spec_decode_num_drafts).");
+  line(out, "mmx_spec_decode_num_drafts_total", double(e.spec_drafts));
+  head(out, "mmx_spec_decode_num_draft_tokens_total", "counter", "Drafted tokens verified.");
+  line(out, "mmx_spec_decode_num_draft_tokens_total", double(e.spec_draft_tokens));
+  head(out, "mmx_spec_decode_num_accepted_tokens_total", "counter", "Drafted tokens accepted.");
+  line(out, "mmx_spec_decode_num_accepted_tokens_total", double(e.spec_accepted));
+  head(out, "mmx_spec_decode_num_accepted_tokens_per_pos_total", "counter", "Drafted tokens accepted, by draft position.");
+  for (size_t j = 0; j < e.spec_accepted_per_pos.size(); ++j)
+    line(out, "mmx_spec_decode_num_accepted_tokens_per_pos_total{position=\"" + std::to_string(j) + "\"}",
+         double(e.spec_accepted_per_pos[j]));
   head(out, "mmx_engine_steps_total", "counter", "Engine steps that ran a batch.");
   line(out, "mmx_engine_steps_total", double(e.steps));
   head(out, "mmx_http_connections_total", "counter", "Client connections accepted.");

@@ -96,7 +96,7 @@ struct Fixture {
   Buffer fused_step(const std::vector<bool>& skip = {}) {
     std::vector<SeqChunk> chunks;
     std::vector<int32_t> tok = step_tokens(chunks);
-    for (size_t i = 0; i < skip.size(); ++i) chunks[i].logits = !skip[i];
+    for (size_t i = 0; i < skip.size(); ++i) chunks[i].n_logits = skip[i] ? 0 : 1;
     Buffer logits(DType::kF32, {int64_t(chunks.size()), model->config().vocab_size});
     Tensor lt = logits.t();
     model->forward_multi(Tensor(tok.data(), DType::kI32, {int64_t(tok.size())}), chunks, lt);
@@ -297,6 +297,55 @@ TEST_P(ForwardMulti, SkippedLogitsAreNaNTheRestUnchanged) {
     for (size_t i = 0; i < spec->size(); ++i) all.specs[i] = some.specs[i] = {all.a[i].n_past(), 1};
     EXPECT_ALLCLOSE(some.fused_step().t(), all.fused_step().t(), kExact);
   }
+}
+
+// Speculative verification's forward: a chunk asks for the logits (and final-normed hidden
+// rows) of its last n_logits rows. Three sequences in one call — a drafted chunk of 5 with all 5
+// rows, a prompt chunk with none (its one row NaN), a chunk of 3 with its last 2 — equal the same
+// tokens fed one at a time (kPathTol), row for row; the caches then serve the next decode alike.
+// Text-01 (checkpoints every 16 tokens): the first two chunks cross a checkpoint, so their rows
+// come from two fused rounds.
+TEST_P(ForwardMulti, VerificationRowsEqualOneTokenSteps) {
+  const std::vector<SeqSpec> specs = {{14, 5}, {30, 4}, {7, 3}};
+  const std::vector<int64_t> n_logits = {5, 0, 2};
+  Fixture f(dir(), specs, 11);
+  const int64_t V = f.model->config().vocab_size, d = f.model->config().d_model;
+  std::vector<SeqChunk> chunks;
+  std::vector<int32_t> tok = f.step_tokens(chunks);
+  for (size_t i = 0; i < chunks.size(); ++i) chunks[i].n_logits = n_logits[i];
+  ASSERT_EQ(logit_rows(chunks), 5 + 1 + 2);
+  Buffer logits(DType::kF32, {8, V}), hidden(DType::kF32, {8, d});
+  Tensor lt = logits.t(), ht = hidden.t();
+  f.model->forward_multi(Tensor(tok.data(), DType::kI32, {int64_t(tok.size())}), chunks, lt, &ht);
+  int64_t row = 0;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    SCOPED_TRACE(fmt::format("sequence {}", i));
+    EXPECT_EQ(f.a[i].n_past(), specs[i].past + specs[i].n);
+    if (n_logits[i] == 0) {
+      EXPECT_TRUE(std::isnan(lt.f32()[row * V]) && std::isnan(ht.f32()[row * d])) << "its one row is NaN";
+      ++row;
+    }
+    for (int64_t t = 0; t < specs[i].n; ++t) {  // the same tokens one at a time on cache b
+      const int64_t p = specs[i].past + t;
+      SeqChunk one{0, 1, &f.b[i], 1};
+      Buffer l1(DType::kF32, {1, V}), h1(DType::kF32, {1, d});
+      Tensor l1t = l1.t(), h1t = h1.t();
+      f.model->forward_multi(Tensor(f.ids[i].data() + p, DType::kI32, {1}), {&one, 1}, l1t, &h1t);
+      if (t < specs[i].n - n_logits[i]) continue;
+      EXPECT_ALLCLOSE(lt.rows_range(row, row + 1), l1t, kPathTol) << "logits row of token " << t;
+      EXPECT_ALLCLOSE(ht.rows_range(row, row + 1), h1t, kPathTol) << "hidden row of token " << t;
+      ++row;
+    }
+  }
+  EXPECT_EQ(row, 8);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const int64_t p = specs[i].past + specs[i].n;
+    EXPECT_ALLCLOSE(feed(*f.model, f.a[i], f.ids[i], p, p + 1).t(), feed(*f.model, f.b[i], f.ids[i], p, p + 1).t(),
+                    kPathTol);
+  }
+  // n_logits outside [0, n] is refused before anything runs.
+  chunks[2].n_logits = 4;
+  EXPECT_THROW(f.model->forward_multi(Tensor(tok.data(), DType::kI32, {int64_t(tok.size())}), chunks, lt, &ht), Error);
 }
 
 // One chunk through forward_multi == forward() without all_logits (the last row), bitwise.

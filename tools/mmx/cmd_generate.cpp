@@ -32,6 +32,7 @@ struct Opts {
   bool chat = false;
   bool show_prompt = false;
   bool msa_stats = false;
+  int64_t lookup = 0;
 };
 
 void run_generate(const Opts& o) {
@@ -78,6 +79,7 @@ void run_generate(const Opts& o) {
   go.n_valid_vocab = tokenizer ? tokenizer->vocab_size() : 0;
   go.kv_dtype = o.cache.kv_dtype();
   go.ik_dtype = o.cache.ik_dtype();
+  if (o.lookup > 0) go.spec_k = o.lookup, go.drafter = std::make_shared<PromptLookupDrafter>();
   generate(*model, req,
            [&](int32_t t) {
              if (detok) std::fputs(detok->push(t).c_str(), stdout);
@@ -94,6 +96,12 @@ void run_generate(const Opts& o) {
     std::fprintf(stderr, "prefill %lld tokens in %.3f s (%.1f tok/s); decode %lld tokens in %.3f s (%.1f tok/s)\n",
                  (long long)st.n_prompt, st.prefill_s, st.n_prompt / st.prefill_s, (long long)st.n_generated,
                  st.decode_s, st.n_generated > 1 ? (st.n_generated - 1) / st.decode_s : 0.0);
+  if (o.stats && o.lookup > 0)
+    std::fprintf(stderr, "speculative (lookup %lld): %lld drafts, %lld drafted tokens, %lld accepted (%.0f %%), "
+                 "mean acceptance length %.2f\n", (long long)o.lookup, (long long)st.spec_drafts,
+                 (long long)st.spec_draft_tokens, (long long)st.spec_accepted,
+                 st.spec_draft_tokens ? 100.0 * double(st.spec_accepted) / double(st.spec_draft_tokens) : 0.0,
+                 st.spec_drafts ? 1.0 + double(st.spec_accepted) / double(st.spec_drafts) : 1.0);
   if (o.msa_stats) {
     if (msa_stats.layers().empty())
       std::fprintf(stderr, "--msa-stats: this model has no sparse-attention (MSA) layers\n");
@@ -125,6 +133,10 @@ void add_generate(CLI::App& app, Action& action) {
   add_cache_flags(c, &o->cache);
   c->add_flag("--stats", o->stats, "Print prefill/decode speed on stderr");
   c->add_flag("--ignore-eos", o->ignore_eos, "Do not stop at the end-of-sequence token");
+  c->add_option("--lookup", o->lookup,
+                "Speculative decoding by prompt lookup: draft up to K tokens per step from an earlier occurrence "
+                "of the last tokens, verified in one forward (the output is the same as without)")
+      ->check(CLI::Range(0, 16));
   c->add_flag("--msa-stats", o->msa_stats,
               "MiniMax-M3: per sparse layer and GQA group, recall of the true top-16 blocks and the "
               "attention-mass coverage of the indexer's selection, and index vs attention time "

@@ -71,6 +71,7 @@ void run_serve(Opts o) {
   describe_model(*model, o.model, o.reasoning_format, sm);
 
   o.engine.eos_ids = sm.eos_ids;
+  if (o.engine.spec_k > 0) o.engine.drafter = std::make_shared<PromptLookupDrafter>();
   o.engine.n_valid_vocab = tokenizer.vocab_size();
   o.engine.kv_dtype = o.cache.kv_dtype();
   o.engine.ik_dtype = o.cache.ik_dtype();
@@ -152,6 +153,10 @@ void add_serve(CLI::App& app, Action& action) {
                 "Engine: when idle, a request waits up to this long for others to join its first step, so a "
                 "burst of requests is prefilled together and decodes in step (0 = start at once)")
       ->capture_default_str()->check(CLI::Range(0.0, 1000.0));
+  c->add_option("--lookup", o->engine.spec_k,
+                "Engine: speculative decoding by prompt lookup, up to K drafted tokens per sequence and step, "
+                "verified in the same forward (output unchanged; /metrics counts mmx_spec_decode_*)")
+      ->check(CLI::Range(0, 16));
   c->add_flag("--log-steps", o->engine.log_steps,
               "Engine: print one line per step to stderr (decodes, prefill tokens, time, what the step budget learned)");
   c->add_option("--default-max-tokens", o->server.default_max_tokens,

@@ -238,7 +238,7 @@ class MiniMaxM3 final : public RowwiseModel {
   // The one forward path: a single sequence is the one-chunk case. Row-wise ops over all rows;
   // attention (incl. the MSA index selection) per chunk against its own cache. logits: every row
   // (all_logits, one chunk only) or the last row of each chunk.
-  void run(const Tensor& tokens, const SeqRows& rows, bool all_logits, Tensor* logits) override {
+  void run(const Tensor& tokens, const SeqRows& rows, bool all_logits, Tensor* logits, Tensor* hidden) override {
     const int64_t n = tokens.dim(0), d = cfg_.d_model;
     Tensor x = s_.f32(kX, {n, d});        // [n, d_model] residual stream
     Tensor h = s_.f32(kH, {n, d});        // [n, d_model] normed sub-layer input
@@ -269,7 +269,7 @@ class MiniMaxM3 final : public RowwiseModel {
     if (logits == nullptr) return;
 
     PhaseScope t(phases_, Phase::kLmHead);
-    layers::lm_head(x, rows.seqs, all_logits, w_.final_norm, cfg_.norm_eps, w_.lm_head, s_, *logits);
+    layers::lm_head(x, rows.seqs, all_logits, w_.final_norm, cfg_.norm_eps, w_.lm_head, s_, *logits, hidden);
   }
 
   ModelConfig cfg_;

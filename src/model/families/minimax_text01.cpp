@@ -176,7 +176,7 @@ class MiniMaxText01 final : public RowwiseModel {
   void set_phase_times(PhaseTimes* t) override { phases_ = moe_.phases = t; }
 
  private:
-  void run(const Tensor& tokens, const SeqRows& rows, bool all_logits, Tensor* logits) override {
+  void run(const Tensor& tokens, const SeqRows& rows, bool all_logits, Tensor* logits, Tensor* hidden) override {
     const int64_t n = tokens.dim(0), d = cfg_.d_model;
     Tensor x = s_.f32(kX, {n, d});        // [n, d_model] residual stream
     Tensor h = s_.f32(kH, {n, d});        // [n, d_model] normed sub-layer input
@@ -205,7 +205,7 @@ class MiniMaxText01 final : public RowwiseModel {
     if (logits == nullptr) return;
 
     PhaseScope t(phases_, Phase::kLmHead);
-    layers::lm_head(x, rows.seqs, all_logits, w_.final_norm, cfg_.norm_eps, w_.lm_head, s_, *logits);
+    layers::lm_head(x, rows.seqs, all_logits, w_.final_norm, cfg_.norm_eps, w_.lm_head, s_, *logits, hidden);
   }
 
   // x <- α·(postnorm ? normed : x) + β·branch. With postnorm the result is built in `normed`'s

@@ -67,7 +67,7 @@ void check_forward_args(const ModelConfig& c, const ForwardBatch& batch, const K
 }
 
 void check_forward_multi_args(const ModelConfig& c, const Tensor& tokens, std::span<const SeqChunk> chunks,
-                              const Tensor& logits) {
+                              const Tensor& logits, const Tensor* hidden) {
   MMX_CHECK(tokens.ndim == 1, "tokens {}", tokens.shape_str());
   validate_token_ids(tokens, c.vocab_size);
   int64_t next = 0;
@@ -77,6 +77,8 @@ void check_forward_multi_args(const ModelConfig& c, const Tensor& tokens, std::s
       fail("chunk {} covers rows [{}, {}) but must start at row {} and hold >= 1 token", i, ch.begin,
            ch.begin + ch.n, next);
     if (ch.kv == nullptr) fail("chunk {} has no cache", i);
+    if (ch.n_logits < 0 || ch.n_logits > ch.n)
+      fail("chunk {} asks for logits of its last {} rows but holds {}", i, ch.n_logits, ch.n);
     for (size_t j = 0; j < i; ++j)
       if (chunks[j].kv == ch.kv) fail("chunks {} and {} share one cache", j, i);
     if (ch.kv->n_past() + ch.n > ch.kv->capacity())
@@ -85,8 +87,11 @@ void check_forward_multi_args(const ModelConfig& c, const Tensor& tokens, std::s
     next = ch.begin + ch.n;
   }
   if (next != tokens.dim(0)) fail("chunks cover {} rows of {} tokens", next, tokens.dim(0));
-  MMX_CHECK(logits.ndim == 2 && logits.dim(0) == int64_t(chunks.size()) && logits.dim(1) == c.vocab_size,
-            "logits {} for {} chunks", logits.shape_str(), chunks.size());
+  const int64_t rows = logit_rows(chunks);
+  MMX_CHECK(logits.ndim == 2 && logits.dim(0) == rows && logits.dim(1) == c.vocab_size,
+            "logits {} for {} logit rows", logits.shape_str(), rows);
+  MMX_CHECK(!hidden || (hidden->ndim == 2 && hidden->dim(0) == rows && hidden->dim(1) == c.d_model),
+            "hidden {} for {} logit rows", hidden->shape_str(), rows);
 }
 
 void fill_chunk_positions(std::span<const SeqChunk> chunks, Tensor& positions) {

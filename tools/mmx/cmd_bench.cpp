@@ -6,6 +6,7 @@
 //   mmx bench batch -m DIR [...]   continuous batching's gain: S sequences decoding together in
 //                                  one fused forward_multi per step vs one forward() each
 //   mmx bench train -m DIR [...]   training-step tokens/s and GEMM FLOP/s vs the FMA peak (bench_train.cpp)
+//   mmx bench spec -m DIR -p TEXT  speculative decoding: verification cost, acceptance, speed-up (bench_spec.cpp)
 // Nothing here is asserted: benchmarks report, tests decide correctness.
 #include <algorithm>
 #include <chrono>
@@ -145,6 +146,7 @@ void add_bench(CLI::App& app, Action& action) {
   b->callback([bo, &action] { action = [bo] { bench_batch(*bo); }; });
   add_bench_train(c, action);  // bench_train.cpp
   add_bench_rl(c, action);     // bench_rl.cpp
+  add_bench_spec(c, action);   // bench_spec.cpp
 }
 
 }  // namespace mmx::cli

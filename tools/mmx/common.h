@@ -56,6 +56,7 @@ void add_inspect(CLI::App& app, Action& action);
 void add_bench(CLI::App& app, Action& action);
 void add_bench_train(CLI::App* bench, Action& action);  // bench_train.cpp: `mmx bench train`
 void add_bench_rl(CLI::App* bench, Action& action);     // bench_rl.cpp: `mmx bench rl`
+void add_bench_spec(CLI::App* bench, Action& action);   // bench_spec.cpp: `mmx bench spec`
 void add_bench_model(CLI::App* bench, Action& action);  // bench_model.cpp: `mmx bench model`
 void add_tokenize(CLI::App& app, Action& action);       // cmd_tokenize.cpp: tokenize + detokenize
 void add_chat_template(CLI::App& app, Action& action);  // cmd_chat_template.cpp

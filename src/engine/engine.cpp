@@ -179,13 +179,10 @@ void Engine::run(const ScheduledBatch& batch) {
   for (size_t i = 0; i < batch.chunks.size(); ++i) {
     Sequence& s = *batch.chunks[i].seq;
     const float* rows = logits.f32() + runner_.first_row(i) * V;
-    if (s.pending() == 0 && s.n_draft > 0) verify(s, rows);
-    else if (s.pending() == 0) {
-      mem_->commit(s.mem, s.tokens);
-      sample(s, rows);
-      continue;
-    }
+    const bool ends = s.pending() == 0, drafted = ends && s.n_draft > 0;
+    if (drafted) verify(s, rows);  // first: the rejected tail is rolled back before pages are committed
     if (s.mem.kv) mem_->commit(s.mem, s.tokens);
+    if (ends && !drafted) sample(s, rows);
   }
 }
 
